@@ -1,0 +1,263 @@
+"""The embedded default: a tiny Qwen3 model and a byte-level BPE tokenizer that pgrpo builds itself.
+
+The machines have no model hub, so the project ships a recipe instead of weights.
+`build_embedded_default` turns the recipe into an ordinary Hugging Face checkpoint
+directory, and everything downstream loads it through `from_pretrained` like any
+real checkpoint. The build is deterministic, and `recipe_hash` covers everything
+that decides its bytes (constants, training corpus, library versions), so the
+cache directory it names is rebuilt whenever the recipe changes.
+"""
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import tokenizers
+import torch
+import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+from pgrpo.cache import cache_dir as default_cache_dir
+
+# Bump when a build step changes in a way the constants below do not capture
+# (e.g. when a pretraining step is added between init_model and saving).
+RECIPE_VERSION = 1
+SEED = 0
+VOCAB_SIZE = 2048
+PAD_TOKEN, IM_START, EOS_TOKEN = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = (PAD_TOKEN, IM_START, EOS_TOKEN)  # ids 0, 1, 2
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+MODEL_SHAPE = {
+    "hidden_size": 128,
+    "intermediate_size": 384,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "max_position_embeddings": 2048,
+}
+MARKER = "pgrpo_embedded.json"  # written last; a directory without it is not a finished build
+STALE_TMP_SECONDS = 3600  # a build takes seconds; an older temp dir belongs to a killed build
+
+# Python idioms and English words that prompts and completions are made of, so
+# that they get their own merges even where the problem set is thin. Written out
+# literally (not taken from `keyword`/`builtins`) so the corpus does not depend
+# on the Python version.
+IDIOMS = '''\
+False None True and as assert async await break class continue def del elif else except finally
+for from global if import in is lambda nonlocal not or pass raise return try while with yield
+abs all any bin bool bytes chr dict divmod enumerate filter float frozenset hash hex int isinstance
+iter len list map max min next object ord pow print range repr reversed round set sorted str sum
+tuple type zip self cls __init__ __eq__ __name__ __main__ __repr__ Optional List Dict Tuple
+import collections, functools, heapq, itertools, math, string, bisect
+from typing import *
+from collections import defaultdict, deque, Counter
+class Solution:
+    def twoSum(self, nums: List[int], target: int) -> List[int]:
+        seen = {}
+        for i in range(len(nums)):
+            if target - nums[i] in seen:
+                return [seen[target - nums[i]], i]
+            seen[nums[i]] = i
+        return []
+class ListNode:
+    def __init__(self, val=0, next=None):
+        self.val = val
+        self.next = next
+class TreeNode:
+    def __init__(self, val=0, left=None, right=None):
+        self.val = val
+        self.left = left
+        self.right = right
+n = len(nums)
+m, n = len(grid), len(grid[0])
+dp = [0] * (n + 1)
+dp = [[0] * (n + 1) for _ in range(m + 1)]
+for i, x in enumerate(nums):
+for j in range(i + 1, n):
+while left < right:
+    mid = (left + right) // 2
+left, right = 0, len(nums) - 1
+ans = max(ans, dp[i])
+res.append(x)
+stack.pop()
+queue = deque([root])
+count = Counter(s)
+heapq.heappush(heap, (dist, node))
+return sorted(result)
+return -1
+if not nums:
+    return 0
+elif x > 0:
+else:
+    continue
+except ValueError:
+raise ValueError("invalid input")
+def run_tests():
+    assert Solution().twoSum([2, 7, 11, 15], 9) == [0, 1]
+    print("all tests passed")
+if __name__ == "__main__":
+    run_tests()
+with open("result.txt", "w") as f:
+    f.write("PASS")
+sys.exit(0)
+```python
+```
+Given an array of integers nums and an integer target, return the indices of the two numbers such
+that they add up to target. You may assume that each input would have exactly one solution. Return
+the answer in any order. Given a string s, return the length of the longest substring. Given the root
+of a binary tree, return the number of nodes. Example 1: Input: nums = [1, 2, 3] Output: 6
+Explanation: The sum is 6. Constraints: 1 <= n <= 10^5. The answer is guaranteed to fit in a 32-bit
+integer. Note that the array is sorted in ascending order. Find the minimum and maximum value.
+You are an expert Python programmer. Write correct, efficient Python 3 code that solves the problem
+and passes all tests. Output the code in the following format. Your solution to the problem should be
+a method of the class Solution and should pass all tests. Use the following starter code. It will be
+evaluated by calling a function, by reading the attribute valid, by checking the program output, the
+file in the working directory, the value your method returns, and the exit status of the script.
+PROBLEM: SOLUTION: system user assistant
+'''
+
+
+def training_corpus() -> list[str]:
+    """The tokenizer's training texts: the idioms plus every built-in problem's statement and code."""
+    try:
+        from pgrpo.env.problems import MODES, load_problems
+        from pgrpo.env.prompts import SYSTEM_PROMPT, user_message
+
+        problems = load_problems()
+    except ModuleNotFoundError as e:
+        if e.name != "pgrpo.env.builtin_problems":
+            raise
+        # No substitute corpus: a tokenizer trained without the problems would be silently different.
+        raise RuntimeError(
+            f"cannot build the embedded default: the built-in problem set is missing ({e})"
+        ) from e
+    corpus = [IDIOMS, SYSTEM_PROMPT]
+    for p in problems:
+        # the prompts as the student sees them (every mode's hint), so they tokenize compactly
+        corpus += [user_message(p, mode) for mode in MODES] + [p.canonical_solution]
+    return corpus
+
+
+def recipe_hash() -> str:
+    """Hash of everything that decides the build's bytes; names the cache directory."""
+    recipe = {
+        "recipe_version": RECIPE_VERSION,
+        "seed": SEED,
+        "vocab_size": VOCAB_SIZE,
+        "special_tokens": SPECIAL_TOKENS,
+        "chat_template": CHAT_TEMPLATE,
+        "model_shape": MODEL_SHAPE,
+        "corpus": training_corpus(),
+        # a new library version may initialise or train differently from the same recipe
+        "versions": [torch.__version__, transformers.__version__, tokenizers.__version__],
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_tokenizer(corpus: list[str]) -> PreTrainedTokenizerFast:
+    """Byte-level BPE: every string encodes, and decode(encode(s)) == s."""
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=MODEL_SHAPE["max_position_embeddings"],
+        clean_up_tokenization_spaces=False,  # it would rewrite " ." to "." and break the round trip
+    )
+
+
+def init_model(tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
+    """A randomly initialised tiny Qwen3, the same every time, without touching the global RNG."""
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        bos_token_id=pad,  # as in Qwen: no BOS is prepended, <|endoftext|> stands in for one
+        eos_token_id=eos,
+        pad_token_id=pad,
+        **MODEL_SHAPE,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        model = Qwen3ForCausalLM(config)
+    model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
+    return model
+
+
+def build_embedded_default(out_dir: Path) -> Path:
+    """Write the embedded checkpoint (config, safetensors weights, tokenizer, marker) into out_dir."""
+    out_dir = Path(out_dir)
+    corpus = training_corpus()
+    tokenizer = build_tokenizer(corpus)
+    model = init_model(tokenizer)
+    # A pretraining step slots in here (and bumps RECIPE_VERSION).
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    marker = {
+        "recipe_version": RECIPE_VERSION,
+        "recipe_hash": recipe_hash(),
+        "sha256": {name: _sha256(out_dir / name) for name in ("model.safetensors", "tokenizer.json")},
+    }
+    (out_dir / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    return out_dir
+
+
+def embedded_default_path(cache_dir: Path | None = None) -> Path:
+    """The built embedded checkpoint under the cache, building it on first use.
+
+    Cache root: `cache_dir`, else $PGRPO_CACHE, else ~/.cache/pgrpo. The build
+    goes into a temporary sibling that is renamed into place only when complete,
+    so a killed build never leaves a directory that looks finished.
+    """
+    root = Path(cache_dir or default_cache_dir())
+    final = root / f"embedded-{recipe_hash()}"
+    if (final / MARKER).is_file():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_builds(root)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=root))
+    try:
+        build_embedded_default(tmp)
+        if final.is_dir() and not (final / MARKER).is_file():
+            shutil.rmtree(final)  # only a rename creates `final`, so this one was not made by a build
+        try:
+            tmp.rename(final)
+        except OSError:
+            if not (final / MARKER).is_file():
+                raise
+            # A concurrent process finished the same recipe first; its bytes equal ours.
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _remove_stale_builds(root: Path) -> None:
+    # Young temp dirs may belong to a build running in another process: leave them.
+    cutoff = time.time() - STALE_TMP_SECONDS
+    for tmp in root.glob(".embedded-*.tmp-*"):
+        if tmp.is_dir() and tmp.stat().st_mtime < cutoff:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

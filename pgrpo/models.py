@@ -1,0 +1,106 @@
+"""One loader for the embedded default, local checkpoint directories and cached hub models.
+
+`name_or_path` is "embedded" (the model pgrpo builds itself, see pgrpo.embedded),
+a checkpoint directory, or a hub id such as "Qwen/Qwen3-4B" that is already in
+the local Hugging Face cache. Nothing is ever downloaded.
+"""
+
+import hashlib
+from pathlib import Path
+
+import torch
+from huggingface_hub import try_to_load_from_cache
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from pgrpo.embedded import embedded_default_path, recipe_hash
+
+EMBEDDED = "embedded"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_model_path(name_or_path: str) -> Path:
+    """The local directory that holds the model's config, weights and tokenizer."""
+    if name_or_path == EMBEDDED:
+        return embedded_default_path()
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    snapshot = _cached_hub_snapshot(name_or_path)
+    if snapshot is None:
+        raise FileNotFoundError(
+            f"model {name_or_path!r} is not a directory and not in the local Hugging Face cache; "
+            f"use `model: {EMBEDDED}` or a path to a checkpoint directory"
+        )
+    return snapshot
+
+
+def load_model_and_tokenizer(
+    name_or_path: str, dtype: str = "float32", device: str | torch.device = "cpu"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A frozen causal LM in eval mode and its tokenizer, set up for left-padded batch generation."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not supported; use one of {', '.join(DTYPES)}")
+    path = resolve_model_path(name_or_path)
+    tokenizer = _prepare_tokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True), name_or_path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], local_files_only=True)
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.to(device).eval()
+    model.requires_grad_(False)  # the adapter adds the only trainable parameters
+    return model, tokenizer
+
+
+def model_id(name_or_path: str) -> str:
+    """A stable identifier of the model's content, for cache keys (V bases, teacher pools)."""
+    if name_or_path == EMBEDDED:
+        return f"{EMBEDDED}-{recipe_hash()}"
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return f"{path.resolve()}@{_directory_hash(path)}"
+    return f"{name_or_path}@{resolve_model_path(name_or_path).name}"  # snapshot dir name = commit
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    """The tokenizer alone (what the data module needs to render and check prompts)."""
+    return _prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model_path(name_or_path), local_files_only=True),
+                              name_or_path)
+
+
+def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> str:
+    """The prompt text for `messages`, ending where the assistant's reply begins."""
+    if tokenizer.chat_template:
+        # enable_thinking=False: a Qwen3 template would otherwise open a thinking block first
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                             enable_thinking=False)
+    turns = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+    return "\n".join(turns + ["Assistant:"])
+
+
+def _prepare_tokenizer(tokenizer: PreTrainedTokenizerBase, name_or_path: str) -> PreTrainedTokenizerBase:
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError(f"model {name_or_path!r}: tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    # Decoder-only generation appends after the prompt, so prompts must end flush right.
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def _cached_hub_snapshot(repo_id: str) -> Path | None:
+    try:
+        config = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a valid repo id either (e.g. a missing absolute path)
+        return None
+    return Path(config).parent if isinstance(config, str) else None
+
+
+def _directory_hash(path: Path) -> str:
+    # The config pins the architecture; weight files are identified by size and
+    # mtime rather than hashed (gigabytes for a real model), so rewriting the
+    # weights in place gives a new id.
+    config = path / "config.json"
+    digest = hashlib.sha256(config.read_bytes() if config.is_file() else b"")
+    for weights in sorted([*path.glob("*.safetensors"), *path.glob("*.bin")]):
+        stat = weights.stat()
+        digest.update(f"{weights.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,140 @@
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoTokenizer
+
+from pgrpo import embedded
+from pgrpo.embedded import MARKER, build_embedded_default, embedded_default_path, recipe_hash
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_embedded_default(tmp_path_factory.mktemp("embedded"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(built: Path):
+    return AutoTokenizer.from_pretrained(built, local_files_only=True)
+
+
+def test_building_twice_gives_identical_bytes(built: Path, tmp_path: Path):
+    again = build_embedded_default(tmp_path / "again")
+    names = sorted(p.name for p in built.iterdir())
+    assert {"model.safetensors", "tokenizer.json", "config.json", MARKER} <= set(names)
+    assert names == sorted(p.name for p in again.iterdir())
+    for name in names:
+        assert (built / name).read_bytes() == (again / name).read_bytes(), name
+
+
+def test_build_leaves_global_rng_untouched(tmp_path: Path):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    build_embedded_default(tmp_path)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_byte_level_tokenizer_round_trips_any_text(tokenizer):
+    texts = [
+        "class Solution:\n    def f(self, s: str) -> str:\n\treturn s + 'é✓你好🙂'  # ok .\n",
+        "  leading spaces , before punctuation ; \r\n trailing\t",
+        "\x00\x7f\u200b ünïcödé",
+    ]
+    for text in texts:
+        ids = tokenizer(text)["input_ids"]
+        assert tokenizer.unk_token_id not in ids
+        assert tokenizer.decode(ids) == text
+
+
+def test_tokenizer_compresses_code_and_statements(tokenizer):
+    # untrained byte-level BPE would give 1 char/token; the trained one gives ~3.5
+    for text in ("for i in range(len(nums)):", "Given an array of integers nums, return the answer."):
+        assert len(text) / len(tokenizer(text)["input_ids"]) > 2.5
+
+
+def test_special_tokens_are_qwen_style_and_match_config(built: Path, tokenizer):
+    config = AutoConfig.from_pretrained(built, local_files_only=True)
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
+    assert tokenizer.convert_tokens_to_ids("<|im_start|>") == 1
+    assert config.eos_token_id == tokenizer.eos_token_id
+    assert config.pad_token_id == tokenizer.pad_token_id
+    assert tokenizer("<|im_start|>user")["input_ids"][0] == 1  # one special token, not split
+    assert tokenizer("x")["input_ids"] == tokenizer("x", add_special_tokens=False)["input_ids"]
+
+
+def test_model_is_a_tiny_tied_qwen3_sized_to_the_tokenizer(built: Path, tokenizer):
+    config = AutoConfig.from_pretrained(built, local_files_only=True)
+    assert config.model_type == "qwen3"
+    assert config.vocab_size == len(tokenizer)
+    assert config.tie_word_embeddings
+    assert (config.hidden_size, config.num_hidden_layers, config.head_dim) == (128, 4, 32)
+    assert (config.num_attention_heads, config.num_key_value_heads) == (4, 2)
+
+
+def test_chat_template_renders_qwen_layout(tokenizer):
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tokenizer.apply_chat_template(messages, tokenize=False) == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+    )
+
+
+def test_missing_builtin_problems_fails_the_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setitem(sys.modules, "pgrpo.env.builtin_problems", None)
+    with pytest.raises(RuntimeError, match="built-in problem set is missing"):
+        build_embedded_default(tmp_path)
+
+
+def test_recipe_hash_is_stable_and_tracks_the_recipe(monkeypatch: pytest.MonkeyPatch):
+    first = recipe_hash()
+    assert recipe_hash() == first
+    monkeypatch.setattr(embedded, "RECIPE_VERSION", embedded.RECIPE_VERSION + 1)
+    assert recipe_hash() != first
+
+
+def test_cache_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = embedded_default_path(tmp_path)
+    assert path.parent == tmp_path and (path / MARKER).is_file()
+    assert recipe_hash() in path.name
+
+    def no_rebuild(out_dir: Path) -> Path:
+        raise AssertionError("rebuilt a cached directory")
+
+    monkeypatch.setattr(embedded, "build_embedded_default", no_rebuild)
+    assert embedded_default_path(tmp_path) == path
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp dir left behind
+
+
+def test_cache_root_comes_from_pgrpo_cache_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PGRPO_CACHE", str(tmp_path))
+    assert embedded_default_path().parent == tmp_path
+
+
+def test_cache_rebuilds_when_recipe_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    old = embedded_default_path(tmp_path)
+    monkeypatch.setattr(embedded, "RECIPE_VERSION", embedded.RECIPE_VERSION + 1)
+    new = embedded_default_path(tmp_path)
+    assert new != old and (new / MARKER).is_file()
+
+
+def test_cache_ignores_half_builds_and_removes_stale_ones(tmp_path: Path):
+    name = f"embedded-{recipe_hash()}"
+    fresh = tmp_path / f".{name}.tmp-fresh"  # maybe another process's running build
+    stale = tmp_path / f".{name}.tmp-killed"
+    unfinished = tmp_path / name  # has files but no marker: not made by a finished build
+    for half in (fresh, stale, unfinished):
+        half.mkdir()
+        (half / "config.json").write_text("{}")
+    old = time.time() - 2 * embedded.STALE_TMP_SECONDS
+    os.utime(stale, (old, old))
+
+    path = embedded_default_path(tmp_path)
+    assert path == unfinished and (path / MARKER).is_file()
+    assert fresh.is_dir() and not stale.exists()
