@@ -1,0 +1,268 @@
+"""SVD adapter: train two knobs per Linear in the singular-value basis of its frozen weight.
+
+For W = U Σ Vh the adapted layer computes y = W x + U ((δS + δS_hack) ⊙ (Vh x)).
+The base weight is never rebuilt, so with both knobs at zero the model is
+bit-identical to the base model and doubles as the reference model π_ref.
+"""
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "gate_proj", "down_proj")
+KNOB_NAMES = ("delta_s", "delta_s_hack")
+
+
+class SVDAdapterLinear(nn.Module):
+    """A frozen nn.Linear plus trainable fp32 knobs `delta_s` and `delta_s_hack` of shape (r,).
+
+    U (d_out, r) and Vh (r, d_in) are non-persistent buffers: they are derived from
+    the base weight, so they stay out of state_dict (checkpoints hold the knobs only).
+    `max_rank` keeps only the top singular directions (less memory, less capacity).
+    """
+
+    def __init__(self, base: nn.Linear, max_rank: int | None = None) -> None:
+        super().__init__()
+        if not isinstance(base, nn.Linear):
+            raise TypeError(f"SVDAdapterLinear wraps nn.Linear, got {type(base).__name__}")
+        if max_rank is not None and max_rank < 1:
+            raise ValueError(f"max_rank must be >= 1 or None, got {max_rank}")
+        base.requires_grad_(False)
+        self.base = base
+        weight = base.weight
+        # fp32 copy with autograd off: U and Vh must never carry a graph.
+        with torch.no_grad():
+            u, _, vh = torch.linalg.svd(weight.detach().float(), full_matrices=False)
+        rank = u.shape[1] if max_rank is None else min(max_rank, u.shape[1])
+        self.register_buffer("U", u[:, :rank].to(weight.dtype).contiguous(), persistent=False)  # (d_out, r)
+        self.register_buffer("Vh", vh[:rank].to(weight.dtype).contiguous(), persistent=False)  # (r, d_in)
+        # Knobs stay fp32 on a bf16 base: bf16 knobs lose small updates and mixed dtypes crashed the reference.
+        self.delta_s = nn.Parameter(torch.zeros(rank, device=weight.device, dtype=torch.float32))
+        self.delta_s_hack = nn.Parameter(torch.zeros(rank, device=weight.device, dtype=torch.float32))
+        self._merged_weight: Tensor | None = None
+        self._row_sink: "_RowSink | None" = None
+
+    @property
+    def rank(self) -> int:
+        return self.delta_s.shape[0]
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self._merged_weight is not None:
+            if torch.is_grad_enabled():
+                raise RuntimeError("merged_for_generation is inference-only: run the forward under torch.no_grad()")
+            return F.linear(x, self._merged_weight, self.base.bias)
+        y = self.base(x)
+        scale = (self.delta_s + self.delta_s_hack).to(x.dtype)  # (r,)
+        h = F.linear(x, self.Vh)  # (..., r)
+        z = h * scale  # (..., r)
+        if self._row_sink is not None and z.requires_grad:
+            self._row_sink.watch(h, z)
+        # At δ = 0 this adds exact zeros, so y is unchanged bit for bit.
+        return y + F.linear(z, self.U)
+
+    def extra_repr(self) -> str:
+        return f"rank={self.rank}"
+
+
+def attach_adapter(
+    model: nn.Module,
+    target_modules: tuple[str, ...] = DEFAULT_TARGETS,
+    max_rank: int | None = None,
+) -> dict[str, SVDAdapterLinear]:
+    """Replace every nn.Linear whose attribute name is in `target_modules` by an SVDAdapterLinear.
+
+    Freezes every base parameter. Returns the adapters keyed by qualified name, sorted.
+    """
+    if any(isinstance(m, SVDAdapterLinear) for m in model.modules()):
+        raise ValueError("model already has SVD adapters attached")
+    model.requires_grad_(False)
+    linear_names = sorted(name for name, m in model.named_modules() if isinstance(m, nn.Linear))
+    matched = [name for name in linear_names if name.rsplit(".", 1)[-1] in target_modules]
+    if not matched:
+        raise ValueError(
+            f"no nn.Linear matched target_modules={list(target_modules)}; "
+            f"available Linear names include {linear_names[:8]}"
+        )
+    adapters = {}
+    for name in matched:
+        parent_name, _, child_name = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        adapter = SVDAdapterLinear(getattr(parent, child_name), max_rank=max_rank)
+        setattr(parent, child_name, adapter)
+        adapters[name] = adapter
+    return adapters
+
+
+def knob_parameters(modules: Mapping[str, SVDAdapterLinear]) -> list[nn.Parameter]:
+    """All trainable knobs: delta_s then delta_s_hack per module, in sorted module order."""
+    return [getattr(modules[name], knob) for name in sorted(modules) for knob in KNOB_NAMES]
+
+
+@contextmanager
+def _zeroed(modules: Mapping[str, SVDAdapterLinear], knobs: tuple[str, ...]) -> Iterator[None]:
+    params = [getattr(m, knob) for m in modules.values() for knob in knobs]
+    with torch.no_grad():
+        saved = [p.detach().clone() for p in params]
+        for p in params:
+            p.zero_()
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, value in zip(params, saved):
+                p.copy_(value)
+
+
+@contextmanager
+def knobs_zeroed(modules: Mapping[str, SVDAdapterLinear]) -> Iterator[None]:
+    """Both knobs zero inside (the model is π_ref), restored bit for bit on exit.
+
+    For reference logprobs without grad, nest `merged_for_generation` inside this:
+    the fold is then exactly W and the forward costs the same as the base model.
+    """
+    with _zeroed(modules, KNOB_NAMES):
+        yield
+
+
+@contextmanager
+def quarantine_zeroed(modules: Mapping[str, SVDAdapterLinear]) -> Iterator[None]:
+    """Only delta_s_hack zero inside (the deployment view of the route arm), restored on exit."""
+    with _zeroed(modules, ("delta_s_hack",)):
+        yield
+
+
+def adapter_state_dict(modules: Mapping[str, SVDAdapterLinear]) -> dict[str, Tensor]:
+    """Knobs only (never the base), as detached clones keyed `<module>.<knob>`."""
+    return {
+        f"{name}.{knob}": getattr(modules[name], knob).detach().clone()
+        for name in sorted(modules)
+        for knob in KNOB_NAMES
+    }
+
+
+def load_adapter_state_dict(modules: Mapping[str, SVDAdapterLinear], state: Mapping[str, Tensor]) -> None:
+    """Copy knob values in place (keeps each knob's fp32 dtype and device). Keys must match exactly."""
+    expected = {f"{name}.{knob}" for name in modules for knob in KNOB_NAMES}
+    missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
+    if missing or unexpected:
+        raise ValueError(f"adapter state mismatch: missing={missing[:5]} unexpected={unexpected[:5]}")
+    with torch.no_grad():
+        for key, value in state.items():
+            name, _, knob = key.rpartition(".")
+            param = getattr(modules[name], knob)
+            if value.shape != param.shape:
+                raise ValueError(f"{key}: shape {tuple(value.shape)} != expected {tuple(param.shape)}")
+            param.copy_(value)
+
+
+class RowGrads:
+    """Per-row gradients of delta_s captured in one backward (see `capture_row_grads`).
+
+    `per_row[name]` is (rows, r) fp32: row b is batch row b's contribution to
+    delta_s.grad (and identically to delta_s_hack.grad). Rows follow forward order:
+    with several forwards (micro-batches) the rows of each forward are concatenated
+    in the order the forwards ran. A forward whose output got no gradient gives
+    zero rows. Backward may run inside or after the context.
+    """
+
+    def __init__(self, modules: Mapping[str, SVDAdapterLinear]) -> None:
+        self._sinks = {name: _RowSink(modules[name].rank) for name in sorted(modules)}
+
+    @property
+    def per_row(self) -> dict[str, Tensor]:
+        return {name: sink.rows() for name, sink in self._sinks.items()}
+
+    def split(self, is_student: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """(g_student, g_teacher): per module, the sums of student rows and of the other rows. (r,) each."""
+        g_student, g_teacher = {}, {}
+        for name, rows in self.per_row.items():
+            if rows.shape[0] != is_student.shape[0]:
+                raise ValueError(f"{name}: {rows.shape[0]} captured rows but is_student has {is_student.shape[0]}")
+            mask = is_student.to(device=rows.device, dtype=torch.bool)
+            g_student[name] = rows[mask].sum(0)
+            g_teacher[name] = rows[~mask].sum(0)
+        return g_student, g_teacher
+
+
+@dataclass
+class _Slot:
+    """One forward call: how many rows it had and their accumulated (rows, r) fp32 gradient."""
+
+    n_rows: int
+    device: torch.device
+    grad: Tensor | None = None
+
+
+class _RowSink:
+    """Collects one module's per-row contributions, one slot per forward call."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.slots: list[_Slot] = []
+
+    def watch(self, h: Tensor, z: Tensor) -> None:
+        if h.dim() < 2:
+            raise ValueError(f"capture_row_grads needs a batch dimension, got input of shape {tuple(h.shape)}")
+        slot = _Slot(h.shape[0], h.device)
+        self.slots.append(slot)
+
+        def hook(grad_z: Tensor) -> None:
+            # ∂L/∂scale_j = Σ_tokens h_j · ∂L/∂z_j, kept per batch row; fp32 so rows sum to the full grad.
+            contribution = torch.einsum("b...r,b...r->br", h.float(), grad_z.float())  # (B, r)
+            slot.grad = contribution if slot.grad is None else slot.grad + contribution
+
+        z.register_hook(hook)
+
+    def rows(self) -> Tensor:
+        parts = [
+            slot.grad if slot.grad is not None else torch.zeros(slot.n_rows, self.rank, device=slot.device)
+            for slot in self.slots
+        ]
+        return torch.cat(parts) if parts else torch.zeros(0, self.rank)
+
+
+@contextmanager
+def capture_row_grads(modules: Mapping[str, SVDAdapterLinear]) -> Iterator[RowGrads]:
+    """While active, forwards with grad enabled record per-row knob gradients; read them after backward.
+
+    Uses tensor hooks on the low-rank intermediate, so one backward gives every
+    row's gradient. Not for gradient checkpointing (a recomputed forward would be
+    recorded twice).
+    """
+    if any(m._row_sink is not None for m in modules.values()):
+        raise RuntimeError("capture_row_grads is already active on these modules")
+    capture = RowGrads(modules)
+    for name, sink in capture._sinks.items():
+        modules[name]._row_sink = sink
+    try:
+        yield capture
+    finally:
+        for m in modules.values():
+            m._row_sink = None
+
+
+@contextmanager
+def merged_for_generation(modules: Mapping[str, SVDAdapterLinear]) -> Iterator[None]:
+    """Fold the current knobs into an effective weight W + U diag(δ) Vh so a forward costs what the base costs.
+
+    Inference only (forwards must run under no_grad) and knob changes inside are
+    not seen. The fold runs in fp32 and is rounded once to the base dtype: exact
+    in fp32 up to matmul reassociation; on a bf16 base it differs from the
+    unmerged path by bf16 rounding of W_eff (~2^-8 relative). At δ = 0 the fold
+    is exactly W. The base weight is never touched, so exit restores exactly.
+    """
+    try:
+        with torch.no_grad():
+            for m in modules.values():
+                weight = m.base.weight
+                scale = (m.delta_s + m.delta_s_hack).float()  # (r,)
+                low_rank = (m.U.float() * scale) @ m.Vh.float()  # (d_out, d_in)
+                m._merged_weight = (weight.float() + low_rank).to(weight.dtype)
+        yield
+    finally:
+        for m in modules.values():
+            m._merged_weight = None

@@ -1,0 +1,284 @@
+"""Hack directions V: per module, the top singular directions of paired NLL-gradient differences in δS space."""
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from pgrpo.adapter import SVDAdapterLinear, capture_row_grads, quarantine_zeroed
+from pgrpo.loss import token_logprobs
+
+Normalize = Literal["length", "fixed"]
+
+
+def nll_grads(
+    model: nn.Module,
+    modules: Mapping[str, SVDAdapterLinear],
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    completion_mask: Tensor,
+    normalize: Normalize = "length",
+    fixed_denominator: float | None = None,
+    batch_size: int = 8,
+    chunk_size: int = 128,
+) -> dict[str, Tensor]:
+    """Per-completion gradient of its completion-token NLL wrt each module's delta_s: {name: (n, r) fp32}.
+
+    input_ids/attention_mask (n, T) hold prompt + completion; completion_mask
+    (n, T_c) marks the completion tokens among the last T_c columns (the TRL
+    layout of `token_logprobs`). normalize="length" divides each NLL by the
+    completion's own token count; "fixed" divides by `fixed_denominator` (the
+    Dr.GRPO convention, e.g. max_new_tokens), which is what the live loss does.
+    One forward + one backward per batch of `batch_size` completions, with
+    delta_s_hack zeroed. Existing .grad fields are left untouched; the model's
+    train/eval mode is used as is (extract in eval mode to avoid dropout).
+    """
+    n, completion_len = completion_mask.shape
+    if input_ids.shape != attention_mask.shape or input_ids.shape[0] != n:
+        raise ValueError(
+            f"input_ids {tuple(input_ids.shape)}, attention_mask {tuple(attention_mask.shape)} and "
+            f"completion_mask {tuple(completion_mask.shape)} must share the batch size and (n, T)"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    completion_mask = completion_mask.float()
+    if normalize == "length":
+        if fixed_denominator is not None:
+            raise ValueError("fixed_denominator is only used with normalize='fixed'")
+        denominators = completion_mask.sum(1)  # (n,)
+        if (denominators == 0).any():
+            raise ValueError(f"completions with no tokens at rows {(denominators == 0).nonzero().flatten().tolist()}")
+    elif normalize == "fixed":
+        if fixed_denominator is None or fixed_denominator <= 0:
+            raise ValueError(f"normalize='fixed' needs fixed_denominator > 0, got {fixed_denominator}")
+        denominators = torch.full((n,), float(fixed_denominator), device=completion_mask.device)
+    else:
+        raise ValueError(f"normalize must be 'length' or 'fixed', got {normalize!r}")
+    knobs = [modules[name].delta_s for name in sorted(modules)]
+    batches: dict[str, list[Tensor]] = {name: [] for name in sorted(modules)}
+    with quarantine_zeroed(modules), torch.enable_grad():
+        for start in range(0, n, batch_size):
+            rows = slice(start, start + batch_size)
+            with capture_row_grads(modules) as capture:
+                logp, _ = token_logprobs(model, input_ids[rows], attention_mask[rows], completion_len, chunk_size)
+                nll = -(logp * completion_mask[rows]).sum(1) / denominators[rows]  # (b,)
+                # autograd.grad, not backward: the hooks see every row and .grad stays as it was.
+                torch.autograd.grad(nll.sum(), knobs, allow_unused=True)
+            for name, per_row in capture.per_row.items():
+                batches[name].append(per_row)
+    return {name: torch.cat(parts) for name, parts in batches.items()}
+
+
+@dataclass
+class HackBasis:
+    """Per-module hack directions V (k_m, r), orthonormal rows oriented hack-ward, with singular values (k_m,)."""
+
+    V: dict[str, Tensor]
+    sigma: dict[str, Tensor]
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.V.keys() != self.sigma.keys():
+            raise ValueError(f"V and sigma name different modules: {sorted(self.V.keys() ^ self.sigma.keys())[:5]}")
+        for name, rows in self.V.items():
+            if rows.dim() != 2 or self.sigma[name].shape != rows.shape[:1]:
+                raise ValueError(f"{name}: V {tuple(rows.shape)} and sigma {tuple(self.sigma[name].shape)} mismatch")
+        bad = {k: v for k, v in self.meta.items() if not (isinstance(k, str) and isinstance(v, str))}
+        if bad:
+            raise ValueError(f"HackBasis.meta must map str to str, got {bad}")
+
+    @property
+    def k_total(self) -> int:
+        return sum(rows.shape[0] for rows in self.V.values())
+
+    def apply_noise_floor(self, quantile: float) -> "HackBasis":
+        """Pool every module's singular values, drop rows below that quantile, drop modules left empty."""
+        if not 0 <= quantile < 1:
+            raise ValueError(f"noise floor quantile must be in [0, 1), got {quantile}")
+        pooled = torch.cat([s.float().cpu() for s in self.sigma.values()])
+        floor = torch.quantile(pooled, quantile).item()
+        V, sigma = {}, {}
+        for name, rows in self.V.items():
+            keep = self.sigma[name] >= floor
+            if keep.any():
+                V[name], sigma[name] = rows[keep], self.sigma[name][keep]
+        k_total = sum(len(s) for s in sigma.values())
+        return HackBasis(V, sigma, {**self.meta, "noise_floor": str(quantile), "k_total": str(k_total)})
+
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> "HackBasis":
+        """V moved (and cast if dtype is given); sigma moved and kept as is."""
+        return HackBasis(
+            {name: rows.to(device=device, dtype=dtype or rows.dtype) for name, rows in self.V.items()},
+            {name: s.to(device) for name, s in self.sigma.items()},
+            dict(self.meta),
+        )
+
+    def save(self, path: str | Path) -> None:
+        tensors = {f"V/{name}": rows.detach().cpu().contiguous() for name, rows in self.V.items()}
+        tensors |= {f"sigma/{name}": s.detach().cpu().contiguous() for name, s in self.sigma.items()}
+        save_file(tensors, str(path), metadata=self.meta)
+
+    @classmethod
+    def load(cls, path: str | Path, device: torch.device | str = "cpu") -> "HackBasis":
+        tensors = load_file(str(path), device=str(device))
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+        V = {key.removeprefix("V/"): t for key, t in tensors.items() if key.startswith("V/")}
+        sigma = {key.removeprefix("sigma/"): t for key, t in tensors.items() if key.startswith("sigma/")}
+        return cls(V, sigma, meta)
+
+
+@dataclass
+class Separation:
+    """How well a basis separates paired gradient differences D = g_hack − g_clean.
+
+    frac_positive: fraction of pairs whose summed projection Σ_m Σ_i D_m·v_i is > 0
+    (0.5 = chance, 1 = every pair points hack-ward). cin: mean over pairs of
+    ‖relu(V D)‖ / ‖D‖ aggregated over modules like projection's cin; compare it
+    with cin_null = sqrt(Σk / Σr), the value for random directions.
+    per_module_frac_positive: frac_positive computed within each module alone.
+    """
+
+    frac_positive: float
+    cin: float
+    cin_null: float
+    per_module_frac_positive: dict[str, float]
+
+
+def separation(basis: HackBasis, g_hack: Mapping[str, Tensor], g_clean: Mapping[str, Tensor]) -> Separation:
+    """Score any basis (real or control) on pairs; extract_basis uses it on the held-out pairs."""
+    if not basis.V:
+        raise ValueError("basis has no modules to score (all rows dropped by tau_axis or the noise floor?)")
+    missing = sorted(basis.V.keys() - g_hack.keys())
+    if missing:
+        raise ValueError(f"gradients missing for basis modules {missing[:5]}")
+    total, relu_sq, norm_sq = 0.0, 0.0, 0.0
+    per_module = {}
+    for name, rows in basis.V.items():
+        diff = (g_hack[name] - g_clean[name]).float()  # (n, r)
+        coeffs = diff @ rows.to(diff).T  # (n, k)
+        per_module[name] = (coeffs.sum(1) > 0).float().mean().item()
+        total = total + coeffs.sum(1)
+        relu_sq = relu_sq + coeffs.clamp(min=0).pow(2).sum(1)
+        norm_sq = norm_sq + diff.pow(2).sum(1)
+    cin = (relu_sq.sqrt() / norm_sq.sqrt().clamp(min=torch.finfo(torch.float32).tiny)).mean().item()
+    ranks = sum(rows.shape[1] for rows in basis.V.values())
+    return Separation(
+        frac_positive=(total > 0).float().mean().item(),
+        cin=cin,
+        cin_null=math.sqrt(basis.k_total / ranks),
+        per_module_frac_positive=per_module,
+    )
+
+
+def extract_basis(
+    g_hack: Mapping[str, Tensor],
+    g_clean: Mapping[str, Tensor],
+    k: int,
+    tau_axis: float | None = None,
+    n_heldout: int = 0,
+    meta: Mapping[str, str] | None = None,
+) -> HackBasis:
+    """Per module: SVD of D = g_hack − g_clean over the first n − n_heldout pairs, top-k right singular vectors.
+
+    Each row is flipped unless a strict majority of training pairs has D·v > 0
+    (a vote, so a few outlier pairs with huge opposite projections cannot flip it).
+    Rows with σ = 0 carry nothing and are dropped; `tau_axis` also drops rows with
+    σ < tau · σ_max of that module; modules left empty are dropped. With
+    n_heldout > 0 the last pairs are scored by `separation` and the result is
+    recorded in meta (heldout_frac_positive, heldout_cin, heldout_cin_null).
+    `meta` adds caller facts (model id, pairs hash, normalize) to the record.
+    """
+    if g_hack.keys() != g_clean.keys():
+        raise ValueError(f"g_hack and g_clean name different modules: {sorted(g_hack.keys() ^ g_clean.keys())[:5]}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if tau_axis is not None and not 0 <= tau_axis <= 1:
+        raise ValueError(f"tau_axis must be in [0, 1] or None, got {tau_axis}")
+    n_pairs = next(iter(g_hack.values())).shape[0]
+    n_train = n_pairs - n_heldout
+    if n_heldout < 0 or n_train < 1:
+        raise ValueError(f"n_heldout must be in [0, {n_pairs - 1}] for {n_pairs} pairs, got {n_heldout}")
+    V, sigma = {}, {}
+    for name in sorted(g_hack):
+        if g_hack[name].shape != g_clean[name].shape or g_hack[name].shape[0] != n_pairs:
+            raise ValueError(f"{name}: g_hack {tuple(g_hack[name].shape)} vs g_clean {tuple(g_clean[name].shape)}")
+        diff = (g_hack[name][:n_train] - g_clean[name][:n_train]).float()  # (n_train, r)
+        _, singular, vh = torch.linalg.svd(diff, full_matrices=False)
+        rows, singular = vh[:k], singular[:k]  # (k, r), (k,)
+        hack_ward_votes = ((diff @ rows.T) > 0).sum(0)  # (k,)
+        signs = torch.where(2 * hack_ward_votes > n_train, 1.0, -1.0).to(rows)
+        rows = rows * signs[:, None]
+        keep = singular > 0
+        if tau_axis is not None:
+            keep &= singular >= tau_axis * singular[0]
+        if keep.any():
+            V[name], sigma[name] = rows[keep].contiguous(), singular[keep].contiguous()
+    record = {
+        **(meta or {}),
+        "k": str(k),
+        "tau_axis": str(tau_axis),
+        "n_pairs": str(n_pairs),
+        "n_heldout": str(n_heldout),
+        "k_total": str(sum(len(s) for s in sigma.values())),
+    }
+    basis = HackBasis(V, sigma, record)
+    if n_heldout > 0:
+        heldout = slice(n_train, n_pairs)
+        score = separation(
+            basis, {n: g[heldout] for n, g in g_hack.items()}, {n: g[heldout] for n, g in g_clean.items()}
+        )
+        basis.meta |= {
+            "heldout_frac_positive": f"{score.frac_positive:.6g}",
+            "heldout_cin": f"{score.cin:.6g}",
+            "heldout_cin_null": f"{score.cin_null:.6g}",
+        }
+    return basis
+
+
+def pairs_hash(pairs: Sequence[tuple[str, str, str]]) -> str:
+    """sha256 over the text of (prompt, hack, clean) triples, order included (held-out pairs are the last ones)."""
+    for i, pair in enumerate(pairs):
+        if len(pair) != 3 or not all(isinstance(text, str) for text in pair):
+            raise ValueError(f"pair {i} must be a (prompt, hack, clean) triple of str, got {pair!r:.200}")
+    return hashlib.sha256(json.dumps([list(pair) for pair in pairs]).encode()).hexdigest()
+
+
+def basis_cache_key(
+    model_id: str,
+    pairs_hash: str,
+    k: int,
+    tau_axis: float | None,
+    normalize: Normalize,
+    extra: Mapping[str, str | int | float | bool | None] | None = None,
+) -> str:
+    """A 16-hex-digit key over everything that determines V (never a path alone, so a stale V is not reused)."""
+    facts = {
+        "model_id": model_id,
+        "pairs_hash": pairs_hash,
+        "k": k,
+        "tau_axis": tau_axis,
+        "normalize": normalize,
+        "extra": dict(extra or {}),
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def random_basis_like(basis: HackBasis, seed: int) -> HackBasis:
+    """Negative control: random orthonormal rows with the same k and r per module (sigma copied)."""
+    generator = torch.Generator().manual_seed(seed)
+    V = {}
+    for name in sorted(basis.V):
+        k, r = basis.V[name].shape
+        q, _ = torch.linalg.qr(torch.randn(r, k, generator=generator))  # (r, k) orthonormal columns
+        V[name] = q.T.contiguous().to(basis.V[name])
+    sigma = {name: s.clone() for name, s in basis.sigma.items()}
+    return HackBasis(V, sigma, {**basis.meta, "control": "random", "control_seed": str(seed)})

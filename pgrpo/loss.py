@@ -1,0 +1,194 @@
+"""GRPO loss family: group advantages, memory-efficient token logprobs, clipped policy loss with KL."""
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+AdvantageScale = Literal["none", "group", "batch"]
+KLEstimator = Literal["k1", "k2", "k3"]
+Reduction = Literal["drgrpo", "grpo"]
+
+
+def group_advantages(rewards: Tensor, scale: AdvantageScale = "none", eps: float = 1e-6) -> tuple[Tensor, Tensor]:
+    """Group-relative advantages for rewards (P, G): P prompts, G completions each.
+
+    scale="none" is Dr.GRPO (A = R − group mean); "group" is classic GRPO
+    (divide by the group std, unbiased, + eps); "batch" centres per group and
+    divides by the std of all rewards in the batch (TRL's scale_rewards="batch").
+    Returns (advantages (P, G), zero_std (P,) bool): groups with max − min < eps
+    carry no signal, get A = 0 and are flagged (their mean is frac_reward_zero_std).
+    """
+    if rewards.dim() != 2 or rewards.shape[1] < 2:
+        raise ValueError(f"rewards must be (prompts, group>=2), got shape {tuple(rewards.shape)}")
+    if scale not in ("none", "group", "batch"):
+        raise ValueError(f"scale must be 'none', 'group' or 'batch', got {scale!r}")
+    rewards = rewards.float()
+    zero_std = (rewards.amax(1) - rewards.amin(1)) < eps  # (P,)
+    advantages = rewards - rewards.mean(1, keepdim=True)  # (P, G)
+    if scale == "group":
+        advantages = advantages / (rewards.std(1, keepdim=True) + eps)
+    elif scale == "batch":
+        advantages = advantages / (rewards.std() + eps)
+    advantages = advantages.masked_fill(zero_std[:, None], 0.0)
+    return advantages, zero_std
+
+
+def token_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    logits_to_keep: int,
+    chunk_size: int = 128,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Logprobs (B, T_c) of the last `logits_to_keep` = T_c tokens of input_ids, and optionally their entropy.
+
+    Layout as in TRL: input_ids = left-padded prompt + right-padded completion,
+    the completion being the last T_c columns. Position ids come from the
+    attention mask (as HF generate does), so left padding does not shift positions.
+    The LM head runs chunk by chunk over the sequence under activation
+    checkpointing: neither full (B, T_c, V) logits nor their fp32 log-softmax are
+    ever held, only one (B, chunk, V) block at a time. Logits are divided by the
+    sampling `temperature` first, so logprobs match the sampling distribution.
+    The entropy is a detached diagnostic.
+    """
+    batch, seq_len = input_ids.shape
+    if not 0 < logits_to_keep < seq_len:
+        raise ValueError(
+            f"logits_to_keep must be in [1, {seq_len - 1}] for input length {seq_len}, got {logits_to_keep}"
+        )
+    if chunk_size < 1 or temperature <= 0:
+        raise ValueError(f"chunk_size must be >= 1 and temperature > 0, got {chunk_size} and {temperature}")
+    if getattr(model.config, "final_logit_softcapping", None) is not None:
+        raise ValueError("token_logprobs does not apply final_logit_softcapping; this model needs it")
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, T)
+    hidden = model.get_decoder()(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+    ).last_hidden_state  # (B, T, d)
+    hidden = hidden[:, -logits_to_keep - 1 : -1]  # (B, T_c, d): position t predicts token t+1
+    targets = input_ids[:, -logits_to_keep:]  # (B, T_c)
+    head = model.get_output_embeddings()
+
+    def chunk_stats(h: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        logits = head(h).float() / temperature  # (B, c, V)
+        lse = torch.logsumexp(logits, -1)  # (B, c)
+        logp = logits.gather(-1, target[..., None]).squeeze(-1) - lse  # (B, c)
+        with torch.no_grad():
+            entropy = lse - (torch.softmax(logits, -1) * logits).sum(-1) if with_entropy else lse.new_empty(0)
+        return logp, entropy
+
+    logps, entropies = [], []
+    for start in range(0, logits_to_keep, chunk_size):
+        h, target = hidden[:, start : start + chunk_size], targets[:, start : start + chunk_size]
+        if torch.is_grad_enabled():
+            logp, entropy = checkpoint(chunk_stats, h, target, use_reentrant=False)
+        else:
+            logp, entropy = chunk_stats(h, target)
+        logps.append(logp)
+        entropies.append(entropy)
+    logp = torch.cat(logps, 1)
+    return logp, (torch.cat(entropies, 1) if with_entropy else None)
+
+
+@dataclass
+class LossConfig:
+    """GRPO loss knobs.
+
+    epsilon / epsilon_high: PPO clip range [1 − epsilon, 1 + epsilon_high]
+    (epsilon_high None = symmetric). beta: KL coefficient (0 disables the term).
+    kl_estimator: k1 = logπ − ref, k2 = ½(logπ − ref)², k3 = exp(ref − logπ) − (ref − logπ) − 1.
+    reduction: "drgrpo" sums masked token losses over rows × max_new_tokens;
+    "grpo" averages each row over its own tokens, then over rows.
+    """
+
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.0
+    kl_estimator: KLEstimator = "k3"
+    reduction: Reduction = "drgrpo"
+    max_new_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        if not self.epsilon > 0:
+            raise ValueError(f"LossConfig.epsilon must be > 0, got {self.epsilon}")
+        if self.epsilon_high is not None and not self.epsilon_high > 0:
+            raise ValueError(f"LossConfig.epsilon_high must be > 0 or None, got {self.epsilon_high}")
+        if not self.beta >= 0:
+            raise ValueError(f"LossConfig.beta must be >= 0, got {self.beta}")
+        if self.kl_estimator not in ("k1", "k2", "k3"):
+            raise ValueError(f"LossConfig.kl_estimator must be 'k1', 'k2' or 'k3', got {self.kl_estimator!r}")
+        if self.reduction not in ("drgrpo", "grpo"):
+            raise ValueError(f"LossConfig.reduction must be 'drgrpo' or 'grpo', got {self.reduction!r}")
+        if not (isinstance(self.max_new_tokens, int) and self.max_new_tokens > 0):
+            raise ValueError(f"LossConfig.max_new_tokens must be a positive int, got {self.max_new_tokens!r}")
+
+
+def kl_per_token(logp: Tensor, ref_logp: Tensor, estimator: KLEstimator) -> Tensor:
+    """Per-token estimate of KL(π ‖ π_ref) from samples of π."""
+    log_ratio = ref_logp - logp
+    if estimator == "k1":
+        return -log_ratio
+    if estimator == "k2":
+        return 0.5 * log_ratio**2
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def grpo_loss(
+    logp: Tensor,
+    old_logp: Tensor | None,
+    ref_logp: Tensor | None,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: LossConfig,
+    denominator_rows: int | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Clipped GRPO loss on token logprobs (B, T_c) with per-row advantages (B,).
+
+    old_logp None means one inner step (ρ ≡ 1, gradient of ρA is A∇logπ).
+    Reductions divide by `denominator_rows` (default B): drgrpo by
+    denominator_rows × cfg.max_new_tokens — the step's G × prompts × max_new_tokens
+    when the whole step is one batch; grpo by denominator_rows after averaging each
+    row over its own tokens. When a step is split into micro-batches, pass the
+    step's total row count so the micro-batch losses sum to the step loss.
+    Stats (detached, TRL names): kl (masked mean, when ref_logp is given),
+    clip_ratio/low_mean, clip_ratio/high_mean, clip_ratio/region_mean.
+    """
+    if logp.dim() != 2 or mask.shape != logp.shape or advantages.shape != logp.shape[:1]:
+        raise ValueError(
+            f"expected logp (B, T), mask (B, T), advantages (B,); got {tuple(logp.shape)}, "
+            f"{tuple(mask.shape)}, {tuple(advantages.shape)}"
+        )
+    if cfg.beta > 0 and ref_logp is None:
+        raise ValueError(f"ref_logp is required when LossConfig.beta > 0 (beta={cfg.beta})")
+    rows = logp.shape[0] if denominator_rows is None else denominator_rows
+    mask = mask.to(logp.dtype)
+    adv = advantages.to(logp.dtype)[:, None]  # (B, 1)
+    ratio = torch.exp(logp - (logp.detach() if old_logp is None else old_logp))  # (B, T)
+    eps_low, eps_high = cfg.epsilon, cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)  # (B, T)
+    stats = {}
+    if ref_logp is not None:
+        kl = kl_per_token(logp, ref_logp, cfg.kl_estimator)  # (B, T)
+        stats["kl"] = _masked_mean(kl.detach(), mask)
+        if cfg.beta > 0:
+            per_token = per_token + cfg.beta * kl
+    if cfg.reduction == "drgrpo":
+        loss = (per_token * mask).sum() / (rows * cfg.max_new_tokens)
+    else:
+        loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).sum() / rows
+    with torch.no_grad():
+        low = (ratio < 1 - eps_low) & (adv < 0)
+        high = (ratio > 1 + eps_high) & (adv > 0)
+        stats["clip_ratio/low_mean"] = _masked_mean(low.to(mask.dtype), mask)
+        stats["clip_ratio/high_mean"] = _masked_mean(high.to(mask.dtype), mask)
+        stats["clip_ratio/region_mean"] = _masked_mean((low | high).to(mask.dtype), mask)
+    return loss, stats
+
+
+def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1)

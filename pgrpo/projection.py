@@ -1,0 +1,160 @@
+"""Remove (erase) or park (route) the hack-ward component of the knob gradient, once per optimizer step."""
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from pgrpo.adapter import SVDAdapterLinear
+from pgrpo.extraction import HackBasis
+
+Arm = Literal["none", "erase", "route"]
+Gate = Literal["one_sided", "no_gate", "reverse"]
+
+
+@dataclass
+class ProjectionConfig:
+    """arm: none measures only, erase removes, route removes and parks the removed part in delta_s_hack.
+
+    gate: which coefficients c = V g are removed: one_sided relu(c) (only hack-ward),
+    no_gate c (the whole span(V) component), reverse 2c (reflect it).
+    overshoot scales the removed vector; preserve_magnitude rescales g' to ‖g‖.
+    """
+
+    arm: Arm = "none"
+    gate: Gate = "one_sided"
+    overshoot: float = 1.0
+    preserve_magnitude: bool = False
+
+    def __post_init__(self) -> None:
+        if self.arm not in ("none", "erase", "route"):
+            raise ValueError(f"ProjectionConfig.arm must be 'none', 'erase' or 'route', got {self.arm!r}")
+        if self.gate not in ("one_sided", "no_gate", "reverse"):
+            raise ValueError(f"ProjectionConfig.gate must be 'one_sided', 'no_gate' or 'reverse', got {self.gate!r}")
+        if not self.overshoot > 0:
+            raise ValueError(f"ProjectionConfig.overshoot must be > 0, got {self.overshoot}")
+
+
+def project_vector(g: Tensor, V: Tensor, cfg: ProjectionConfig) -> tuple[Tensor, Tensor, Tensor]:
+    """g (r,), V (k, r) orthonormal rows -> (g' (r,), removed (r,), c (k,)) with g' = g − removed."""
+    c = V @ g  # (k,)
+    if cfg.gate == "one_sided":
+        gated = c.clamp(min=0)
+    elif cfg.gate == "no_gate":
+        gated = c
+    else:
+        gated = 2 * c
+    removed = cfg.overshoot * (gated @ V)  # (r,)
+    g_new = g - removed
+    if cfg.preserve_magnitude:
+        g_new = g_new * (g.norm() / g_new.norm().clamp(min=torch.finfo(g_new.dtype).tiny))
+    return g_new, removed, c
+
+
+def hack_fraction(vectors: Mapping[str, Tensor], basis: HackBasis) -> Tensor:
+    """sqrt(Σ_m ‖relu(V_m g_m)‖²) / sqrt(Σ_m ‖g_m‖²) over the basis modules (relu before aggregating; 0 if g = 0)."""
+    hack_sq, total_sq = [], []
+    for name, rows in basis.V.items():
+        g = vectors[name].float()
+        hack_sq.append((rows.to(g) @ g).clamp(min=0).pow(2).sum())
+        total_sq.append(g.pow(2).sum())
+    return (torch.stack(hack_sq).sum() / torch.stack(total_sq).sum().clamp(min=torch.finfo(torch.float32).tiny)).sqrt()
+
+
+def project_adapter_grads(
+    modules: Mapping[str, SVDAdapterLinear],
+    basis: HackBasis,
+    cfg: ProjectionConfig,
+    g_student: Mapping[str, Tensor] | None = None,
+    g_teacher: Mapping[str, Tensor] | None = None,
+) -> dict[str, float | dict[str, float]]:
+    """Edit delta_s.grad / delta_s_hack.grad per cfg.arm, after backward and before the optimizer step.
+
+    Modules without basis rows keep their delta_s.grad. delta_s_hack.grad is set
+    to None everywhere (so it never moves) except under route, where it is
+    exactly `removed` for the basis modules. Diagnostics, aggregated over the
+    basis modules: cin / cout = hack_fraction of g / g' (under none, the g' that
+    erase would apply: a sanity check, ~0 for one_sided), cin_student /
+    cin_teacher on the split grads when given, fired = fraction of hack axes with
+    c > 0, cin_null = sqrt(Σk / Σr) (random-direction baseline),
+    cin_per_module = {name: ‖relu(V g)‖ / ‖g‖}.
+    """
+    _check_basis(modules, basis)
+    grads, projected, removed, coeffs = {}, {}, {}, {}
+    for name in basis.V:
+        grad = modules[name].delta_s.grad
+        if grad is None:
+            raise ValueError(f"{name}.delta_s.grad is None: call backward before project_adapter_grads")
+        grads[name] = grad
+        projected[name], removed[name], coeffs[name] = project_vector(grad, basis.V[name].to(grad), cfg)
+    scalars = {"cin": hack_fraction(grads, basis), "cout": hack_fraction(projected, basis)}
+    if g_student is not None:
+        scalars["cin_student"] = hack_fraction(g_student, basis)
+    if g_teacher is not None:
+        scalars["cin_teacher"] = hack_fraction(g_teacher, basis)
+    scalars["fired"] = (torch.cat(list(coeffs.values())) > 0).float().mean()
+    tiny = torch.finfo(torch.float32).tiny
+    per_module = torch.stack([coeffs[n].clamp(min=0).norm() / grads[n].norm().clamp(min=tiny) for n in basis.V])
+    # Write only after measuring: grads[name] is the live .grad tensor.
+    for name, module in modules.items():
+        module.delta_s_hack.grad = removed[name] if cfg.arm == "route" and name in removed else None
+        if cfg.arm != "none" and name in projected:
+            module.delta_s.grad.copy_(projected[name])
+    # One host sync for every number instead of one per module.
+    values = torch.cat([torch.stack(list(scalars.values())), per_module]).tolist()
+    stats: dict[str, float | dict[str, float]] = dict(zip(scalars, values))
+    stats["cin_null"] = _cin_null(basis)
+    stats["cin_per_module"] = dict(zip(basis.V, values[len(scalars) :]))
+    return stats
+
+
+def knob_snapshot(modules: Mapping[str, SVDAdapterLinear]) -> dict[str, Tensor]:
+    """delta_s values before an optimizer step, for `project_update`."""
+    return {name: m.delta_s.detach().clone() for name, m in modules.items()}
+
+
+def project_update(
+    modules: Mapping[str, SVDAdapterLinear],
+    basis: HackBasis,
+    cfg: ProjectionConfig,
+    before: Mapping[str, Tensor],
+) -> dict[str, float]:
+    """Project the actual parameter change Δ = delta_s − before made by the optimizer step.
+
+    AdamW steps on its moments, not on g, so a projected gradient can still give
+    a hack-ward update; this acts on the update itself. none only measures;
+    erase sets delta_s = before + Δ'; route also adds `removed` to delta_s_hack.
+    Returns update_cin / update_cout = hack_fraction of Δ / Δ' (with arm none,
+    update_cin is the cout of the real update of a gradient-projection run).
+    """
+    _check_basis(modules, basis)
+    deltas, projected = {}, {}
+    with torch.no_grad():
+        for name in basis.V:
+            knob = modules[name].delta_s
+            deltas[name] = knob.detach().float() - before[name].to(knob)
+            projected[name], removed, _ = project_vector(deltas[name], basis.V[name].to(knob), cfg)
+            if cfg.arm != "none":
+                knob.copy_(before[name].to(knob) + projected[name])
+            if cfg.arm == "route":
+                modules[name].delta_s_hack.add_(removed)
+    update_cin, update_cout = torch.stack([hack_fraction(deltas, basis), hack_fraction(projected, basis)]).tolist()
+    return {"update_cin": update_cin, "update_cout": update_cout}
+
+
+def _check_basis(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> None:
+    if not basis.V:
+        raise ValueError("basis has no modules (all rows dropped by tau_axis or the noise floor?)")
+    unknown = sorted(basis.V.keys() - modules.keys())
+    if unknown:
+        raise ValueError(f"basis names modules the adapter does not have: {unknown[:5]}")
+    for name, rows in basis.V.items():
+        if rows.shape[1] != modules[name].rank:
+            raise ValueError(f"{name}: basis rank {rows.shape[1]} != adapter rank {modules[name].rank}")
+
+
+def _cin_null(basis: HackBasis) -> float:
+    return math.sqrt(basis.k_total / sum(rows.shape[1] for rows in basis.V.values()))
