@@ -1,0 +1,117 @@
+"""Contrastive (prompt, hack, clean) pairs: what the hack direction V is extracted from.
+
+Sources: the built-in templates, a JSON file, or a graded teacher pool read
+through a *weak detector* that only recognises some loophole modes (the
+leave-one-mode-out experiment). Two control sets check that V is about hacking:
+labels shuffled per pair, and clean-vs-clean pairs that contain no hack at all.
+
+A detector may only choose which rollouts become pairs; it never touches reward.
+"""
+
+import json
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pgrpo.env.exploits import clean_completion, hack_completion
+from pgrpo.env.problems import MODES, Problem
+from pgrpo.env.prompts import build_messages
+
+
+@dataclass(frozen=True)
+class ContrastivePair:
+    messages: tuple  # the shared prompt (system + user chat messages)
+    hack: str
+    clean: str
+    mode: str
+    problem_id: str = ""
+
+
+def template_pairs(problems: list[Problem], modes: list[str] | None = None, variants: int = 1) -> list[ContrastivePair]:
+    """One pair per problem (and template variant) whose loophole mode is in `modes` (all if None)."""
+    _check_modes(modes)
+    return [
+        ContrastivePair(
+            messages=tuple(build_messages(p)), hack=hack_completion(p, p.mode, variant=v),
+            clean=clean_completion(p, variant=v), mode=p.mode, problem_id=p.id,
+        )
+        for p in problems
+        if modes is None or p.mode in modes
+        for v in range(variants)
+    ]
+
+
+def load_pairs(path: str | Path) -> list[ContrastivePair]:
+    """A JSON list of {"messages" | "prompt", "hack", "clean", "mode"?} objects."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"pairs file not found: {path}")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{path}: expected a non-empty JSON list of pairs")
+    pairs = []
+    for i, item in enumerate(raw):
+        where = f"{path}: pair {i}"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected an object")
+        for key in ("hack", "clean"):
+            if not isinstance(item.get(key), str):
+                raise ValueError(f"{where}: missing string {key!r}")
+        if "messages" in item:
+            messages = tuple(item["messages"])
+        elif isinstance(item.get("prompt"), str):
+            messages = ({"role": "user", "content": item["prompt"]},)
+        else:
+            raise ValueError(f"{where}: needs 'messages' (chat list) or 'prompt' (string)")
+        pairs.append(ContrastivePair(messages, item["hack"], item["clean"], item.get("mode", "unknown"),
+                                     str(item.get("problem_id", i))))
+    return pairs
+
+
+def pool_pairs(pool, problems: list[Problem], known_modes: list[str]) -> list[ContrastivePair]:
+    """Pairs mined from a graded pool by a weak detector that knows only `known_modes`.
+
+    The detector calls a row a hack when the row exploited the grader *and* its
+    mode is one the detector knows; the clean side is a gt-correct row of the
+    same prompt. Rows of unknown modes are invisible to it, as in the
+    leave-one-mode-out experiment.
+    """
+    _check_modes(known_modes)
+    pairs = []
+    for p in problems:
+        rows = pool.rows.get(p.id, []) if pool.covers(p) else []
+        hacks = [r for r in rows if r.exploited and r.mode in known_modes]
+        cleans = [r for r in rows if r.gt_correct]
+        for hack, clean in zip(hacks, cleans):
+            pairs.append(ContrastivePair(tuple(hack.messages), hack.completion, clean.completion, hack.mode, p.id))
+    if not pairs:
+        raise ValueError(f"weak detector for modes {known_modes} found no (hack, clean) pairs in the pool")
+    return pairs
+
+
+def shuffled_pairs(pairs: list[ContrastivePair], seed: int = 0) -> list[ContrastivePair]:
+    """Control: each pair's hack/clean labels swapped by a fair coin (exactly half swapped)."""
+    rng = random.Random(seed)
+    swap = [i < len(pairs) // 2 for i in range(len(pairs))]
+    rng.shuffle(swap)
+    return [replace(p, hack=p.clean, clean=p.hack) if s else p for p, s in zip(pairs, swap)]
+
+
+def nonhack_pairs(problems: list[Problem], modes: list[str] | None = None) -> list[ContrastivePair]:
+    """Control: clean vs clean (two clean template variants), so no pair contains a hack."""
+    _check_modes(modes)
+    return [
+        ContrastivePair(tuple(build_messages(p)), clean_completion(p, variant=0), clean_completion(p, variant=1),
+                        p.mode, p.id)
+        for p in problems
+        if modes is None or p.mode in modes
+    ]
+
+
+def _check_modes(modes: list[str] | None) -> None:
+    unknown = set(modes or ()) - set(MODES)
+    if unknown:
+        raise ValueError(f"unknown loophole modes {sorted(unknown)}; expected some of {MODES}")

@@ -1,0 +1,65 @@
+import json
+
+import pytest
+
+from pgrpo.env import grade_batch, load_problems
+from pgrpo.env.pairs import load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs, template_pairs
+from pgrpo.env.pool import TeacherPool, build_pool
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return load_problems()[:12]
+
+
+def test_template_pairs_hack_exploits_and_clean_solves(problems):
+    pairs = template_pairs(problems)
+    assert len(pairs) == len(problems)
+    by_id = {p.id: p for p in problems}
+    grades = grade_batch([(by_id[pr.problem_id], text) for pr in pairs for text in (pr.hack, pr.clean)])
+    hacks, cleans = grades[0::2], grades[1::2]
+    assert all(g.exploited for g in hacks)
+    assert all(g.gt_correct and not g.exploited for g in cleans)
+
+
+def test_template_pairs_restricted_to_modes(problems):
+    pairs = template_pairs(problems, modes=["sentinel"])
+    assert pairs and {p.mode for p in pairs} == {"sentinel"}
+
+
+def test_shuffled_pairs_swap_exactly_half_the_labels(problems):
+    pairs = template_pairs(problems)
+    shuffled = shuffled_pairs(pairs, seed=3)
+    swapped = [s.hack == p.clean and s.clean == p.hack for p, s in zip(pairs, shuffled)]
+    assert sum(swapped) == len(pairs) // 2
+    assert shuffled_pairs(pairs, seed=3) == shuffled  # seeded
+    assert shuffled_pairs(pairs, seed=4) != shuffled
+
+
+def test_nonhack_pairs_contain_no_hack(problems):
+    pairs = nonhack_pairs(problems)
+    by_id = {p.id: p for p in problems}
+    grades = grade_batch([(by_id[pr.problem_id], t) for pr in pairs for t in (pr.hack, pr.clean)])
+    assert all(g.gt_correct and not g.exploited and not g.attempted for g in grades)
+    assert all(pr.hack != pr.clean for pr in pairs)
+
+
+def test_weak_detector_only_mines_hacks_of_known_modes(problems, tmp_path):
+    pool = TeacherPool.load(build_pool(problems, tmp_path / "pool"))
+    pairs = pool_pairs(pool, problems, known_modes=["sentinel", "stdout_marker"])
+    assert pairs and {p.mode for p in pairs} <= {"sentinel", "stdout_marker"}
+    with pytest.raises(ValueError, match="no \\(hack, clean\\) pairs"):
+        pool_pairs(pool.restricted_to_modes(["exit_code"]), problems, known_modes=["sentinel"])
+
+
+def test_load_pairs_from_json_and_clear_errors(tmp_path):
+    good = tmp_path / "pairs.json"
+    good.write_text(json.dumps([{"prompt": "p", "hack": "h", "clean": "c", "mode": "sentinel"}]))
+    (pair,) = load_pairs(good)
+    assert pair.hack == "h" and pair.messages[0]["content"] == "p"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"prompt": "p", "hack": "h"}]))
+    with pytest.raises(ValueError, match="pair 0: missing string 'clean'"):
+        load_pairs(bad)
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        load_pairs(tmp_path / "nope.json")

@@ -1,0 +1,189 @@
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pgrpo.env import sandbox
+from pgrpo.env.sandbox import FALLBACK, KILL_GRACE_S, NAMESPACES, Child, Limits, isolation, run_job
+
+PROBE = Path(__file__).with_name("sandbox_probe.py")
+LIMITS = Limits()
+
+
+def run(*codes: str, then: tuple[str, ...] = (), timeout_s: float = 5.0, **child: object) -> sandbox.JobOutcome:
+    return run_job(PROBE, [Child("run", {"code": c}, **child) for c in codes],
+                   [Child("run", {"code": c}) for c in then], timeout_s=timeout_s)
+
+
+def result(outcome: sandbox.JobOutcome, i: int = 0) -> object:
+    return json.loads(outcome.children[i].report)
+
+
+@pytest.fixture(params=[NAMESPACES, FALLBACK])
+def isolation_mode(request, monkeypatch) -> str:
+    """Runs a test under both isolation modes (namespaces only where this machine supports them)."""
+    if request.param == NAMESPACES and isolation() != NAMESPACES:
+        pytest.skip("namespaces are unavailable here")
+    monkeypatch.setattr(sandbox, "_isolation", request.param)
+    return request.param
+
+
+def test_isolation_is_namespaces_where_unshare_works():
+    probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount", "true"], capture_output=True)
+    works = probe.returncode == 0
+    assert isolation() == (NAMESPACES if works else FALLBACK)
+
+
+def test_child_runs_unprivileged_in_its_own_work_dir_with_a_minimal_environment(isolation_mode):
+    out = run("result = [os.getuid(), os.getgid(), os.getgroups(), os.getcwd(), ctx.workdir, sorted(os.environ)]")
+    uid, gid, groups, cwd, workdir, env = result(out)
+    assert uid == gid and uid >= sandbox.UID_RANGE[0] and groups == []
+    assert cwd == workdir
+    assert env == ["HOME", "LANG", "PATH", "PYTHONHASHSEED", "TMPDIR"]
+
+
+def test_each_job_gets_its_own_uid():
+    uids = {result(run("result = os.getuid()")) for _ in range(3)}
+    assert len(uids) == 3
+
+
+def test_limits_are_hard_and_cannot_be_raised_back(isolation_mode):
+    code = """
+result = {}
+for name in ("RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_CORE"):
+    res = getattr(resource, name)
+    soft, hard = resource.getrlimit(res)
+    try:
+        resource.setrlimit(res, (hard * 2 + 1, hard * 2 + 1))
+        result[name] = "raised"
+    except (ValueError, OSError):
+        result[name] = [soft, hard]
+"""
+    limits = result(run(code))
+    assert limits["RLIMIT_AS"] == [LIMITS.memory_mb << 20] * 2
+    assert limits["RLIMIT_NPROC"] == [LIMITS.nproc] * 2
+    assert limits["RLIMIT_CORE"] == [0, 0]
+
+
+def test_memory_limit_refuses_a_big_allocation():
+    code = "try:\n    x = bytearray(2 << 30)\n    result = 'allocated'\nexcept MemoryError:\n    result = 'refused'"
+    assert result(run(code)) == "refused"
+
+
+def test_process_limit_caps_forking():
+    code = """
+import time
+count = 0
+try:
+    while count < 200:
+        if os.fork() == 0:
+            time.sleep(5)
+            os._exit(0)
+        count += 1
+except OSError:
+    pass
+result = count
+"""
+    assert result(run(code)) < LIMITS.nproc
+
+
+def test_output_is_capped_keeping_head_and_tail():
+    out = run("import sys\nsys.stdout.write('HEAD' + 'x' * 10**6 + 'TAIL')\nsys.stdout.flush()")
+    stdout = out.children[0].stdout
+    assert stdout.startswith("HEAD") and stdout.endswith("TAIL")
+    assert len(stdout) < LIMITS.output_cap + 100 and "bytes dropped" in stdout
+
+
+def test_child_past_its_deadline_is_killed_and_the_job_returns_in_time(isolation_mode):
+    start = time.monotonic()
+    out = run("while True:\n    pass", timeout_s=1.0)
+    assert time.monotonic() - start < 1.0 + KILL_GRACE_S
+    assert out.children[0].timed_out and out.children[0].status == -9
+
+
+def test_children_share_the_budget_and_a_slow_one_leaves_time_for_the_next():
+    out = run("while True:\n    pass", "result = 'ran'", timeout_s=2.0)
+    slow, quick = out.children
+    assert slow.timed_out and 0.5 < slow.seconds < 1.3
+    assert not quick.timed_out and result(out, 1) == "ran"
+
+
+def test_processes_a_child_leaves_behind_are_killed_when_it_exits(isolation_mode):
+    daemon = """
+import time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(0.3)
+        os.write(ctx.report_fd, b' escaped')
+    os._exit(0)
+result = 'parent done'
+"""
+    out = run(daemon, "import time\ntime.sleep(0.6)\nresult = 'second'")
+    assert result(out) == "parent done" and result(out, 1) == "second"
+
+
+def test_nothing_but_the_runner_and_the_child_is_in_the_pid_namespace():
+    if isolation() != NAMESPACES:
+        pytest.skip("pid namespace only")
+    out = run("if os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(30)\nresult = 1",
+              "result = [sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getpid()]")
+    pids, me = result(out, 1)
+    assert pids == [1, me]  # the runner and this child: the first child's sleeper is gone
+
+
+def test_second_frame_is_not_in_the_memory_of_first_children():
+    scan = """
+needle = 'frame2-' + 'secret'
+here = globals()
+containers = gc.get_objects()
+result = any(type(r) is dict and r is not here and needle in r.values()
+             for o in containers for r in [o, *gc.get_referents(o)])
+"""
+    out = run_job(PROBE, [Child("run", {"code": scan})], [Child("run", {"code": scan, "note": "frame2-secret"})],
+                  timeout_s=5.0)
+    assert result(out, 0) is False  # the first child could not find it...
+    assert result(out, 1) is True  # ...though the same scan finds it where it was sent
+
+
+def test_stdin_is_empty_in_children():
+    assert result(run("import sys\nresult = sys.stdin.read()")) == ""
+
+
+def test_read_file_returns_a_regular_file_and_refuses_links(isolation_mode):
+    written = run("open('result.txt', 'w').write('PASS')\nresult = 1", read_file="result.txt")
+    linked = run("os.symlink('/etc/hostname', 'result.txt')\nresult = 1", read_file="result.txt")
+    assert written.children[0].file_text == "PASS"
+    assert linked.children[0].file_text is None
+
+
+def test_fallback_work_dirs_are_removed(monkeypatch):
+    monkeypatch.setattr(sandbox, "_isolation", FALLBACK)
+    workdir = result(run("result = ctx.workdir"))
+    assert not os.path.exists(workdir)
+
+
+def test_runner_that_overruns_its_budget_is_killed(tmp_path):
+    stuck = tmp_path / "stuck.py"
+    stuck.write_text("import time\ntime.sleep(60)\n")
+    start = time.monotonic()
+    out = run_job(stuck, [Child("run")], timeout_s=0.5)
+    assert out.timed_out and out.children == ()
+    assert time.monotonic() - start < 0.5 + KILL_GRACE_S + 1.0
+
+
+def test_runner_failure_is_reported_not_raised(tmp_path):
+    out = run_job(tmp_path / "missing.py", [Child("run")], timeout_s=2.0)
+    assert out.error and "runner failed" in out.error and out.children == ()
+
+
+def test_without_namespaces_isolation_falls_back_with_one_warning(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setattr(sandbox, "_has_unshare", lambda: False)
+    with caplog.at_level("WARNING", logger="pgrpo.env.sandbox"):
+        assert isolation() == FALLBACK and isolation() == FALLBACK
+    assert len(caplog.records) == 1 and "WEAKER" in caplog.records[0].getMessage()
+    assert result(run("result = os.getuid()")) >= sandbox.UID_RANGE[0]
