@@ -1,0 +1,105 @@
+"""The hack basis V a run uses: contrastive pairs → NLL gradients → extract_basis, cached by content.
+
+The cache key covers the model's content id, the exact pair texts, k, tau,
+the normalisation and the adapter layout, so a changed input never reuses a
+stale V (the reference keyed its cache by file path only).
+"""
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from pgrpo.env import Problem
+from pgrpo.env.pairs import ContrastivePair, load_pairs, nonhack_pairs, shuffled_pairs, template_pairs
+from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basis, nll_grads, pairs_hash
+from pgrpo.models import render_chat
+from pgrpo.rollout import pack
+
+
+@dataclass
+class ExtractionConfig:
+    """How V is built.
+
+    pairs: "templates" (built-in hack/clean templates for the training problems) or a JSON file of pairs.
+    modes: only pairs whose loophole mode is listed (the weak detector knows these); None = all.
+    k: hack axes kept per module. tau_axis: drop axes with σ < tau·σ_max. noise_floor: drop axes whose σ
+    is below this quantile of all modules' σ (applied after loading). n_heldout: last pairs kept out of
+    the SVD and scored. normalize: "length" (each NLL ÷ its own token count) or "fixed" (÷
+    fixed_denominator, the Dr.GRPO convention the loss uses).
+    """
+
+    pairs: str = "templates"
+    modes: list[str] | None = None
+    k: int = 4
+    tau_axis: float | None = None
+    noise_floor: float | None = None
+    n_heldout: int = 8
+    normalize: Normalize = "length"
+    fixed_denominator: int | None = None
+    batch_size: int = 16
+    seed: int = 0  # order of the pairs, which decides the held-out ones
+
+
+def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: str = "none") -> list[ContrastivePair]:
+    """The pairs V is extracted from; `control` gives the negative-control sets (shuffled | nonhack)."""
+    if control == "nonhack":
+        pairs = nonhack_pairs(problems, cfg.modes)
+    elif cfg.pairs == "templates":
+        pairs = template_pairs(problems, cfg.modes)
+    else:
+        pairs = [p for p in load_pairs(cfg.pairs) if cfg.modes is None or p.mode in cfg.modes]
+    if control == "shuffled":
+        pairs = shuffled_pairs(pairs, cfg.seed)
+    elif control not in ("none", "nonhack"):
+        raise ValueError(f"control={control!r}: expected none, shuffled or nonhack")
+    if len(pairs) <= cfg.n_heldout:
+        raise ValueError(f"{len(pairs)} contrastive pairs but n_heldout={cfg.n_heldout}: nothing left to extract from")
+    random.Random(cfg.seed).shuffle(pairs)  # held-out pairs are the last ones: mix the modes among them
+    return pairs
+
+
+def load_or_extract_basis(
+    model, adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path,
+    target_key: dict, control: str = "none",
+) -> HackBasis:
+    """V for this model and pair set: from the cache when every input matches, else extracted and cached."""
+    pairs = contrastive_pairs(problems, cfg, control)
+    prompts = [render_chat(tokenizer, list(p.messages)) for p in pairs]
+    pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
+    key = basis_cache_key(
+        model_id, pairs_id, cfg.k, cfg.tau_axis,
+        cfg.normalize, extra={**target_key, "n_heldout": cfg.n_heldout, "fixed_denominator": cfg.fixed_denominator},
+    )
+    path = Path(cache) / f"{key}.safetensors"
+    device = next(model.parameters()).device
+    if path.is_file():
+        basis = HackBasis.load(path, device=device)
+    else:
+        g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg)
+        g_clean = completion_grads(model, adapter, tokenizer, prompts, [p.clean for p in pairs], cfg)
+        basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, meta={
+            "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
+        })
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        basis.save(tmp)
+        tmp.rename(path)  # atomic: a killed extraction never leaves a truncated V in the cache
+    if cfg.noise_floor is not None:
+        basis = basis.apply_noise_floor(cfg.noise_floor)
+    return basis.to(device)
+
+
+def completion_grads(model, adapter, tokenizer, prompts: list[str], completions: list[str], cfg: ExtractionConfig):
+    """Per-completion ∇δS NLL, batched: {module: (n, r)}."""
+    eos = tokenizer.eos_token_id
+    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    completion_ids = [tokenizer(c, add_special_tokens=False)["input_ids"] + [eos] for c in completions]
+    packed = pack(prompt_ids, completion_ids, tokenizer.pad_token_id)
+    device = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[]):  # extraction must not shift the run's sampling RNG
+        return nll_grads(
+            model, adapter, packed.input_ids.to(device), packed.attention_mask.to(device),
+            packed.completion_mask.to(device), cfg.normalize, cfg.fixed_denominator, cfg.batch_size,
+        )

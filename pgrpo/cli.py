@@ -1,0 +1,158 @@
+"""The `pgrpo` console script.
+
+`pgrpo fit --config configs/erase.yaml` trains (LightningCLI: `--print_config`,
+dotted overrides such as `--model.projection.arm route`, `--ckpt_path last`).
+The other commands are plain functions whose docstrings are their `--help`.
+"""
+
+import sys
+from pathlib import Path
+
+from jsonargparse import CLI
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningCLI
+
+from pgrpo.callbacks import CompletionSamples, HackMetricsLogger
+from pgrpo.data import GRPODataModule
+from pgrpo.env import RewardConfig, load_problems
+from pgrpo.basis import ExtractionConfig
+from pgrpo.module import ProjectedGRPO
+
+
+def selfcheck(problems: str | None = None) -> None:
+    """Print the exploit x loophole-mode matrix and exit non-zero unless it is diagonal.
+
+    Args:
+        problems: an rl-rewardhacking JSONL file (default: the built-in problems).
+    """
+    from pgrpo.env.selfcheck import exploit_matrix, format_matrix, is_diagonal
+
+    matrix = exploit_matrix(load_problems(problems) if problems else None)
+    print(format_matrix(matrix))
+    if not is_diagonal(matrix):
+        sys.exit("selfcheck FAILED: an exploit fooled a mode other than its own, or the oracle")
+
+
+def build_pool(
+    out: str,
+    problems: str | None = None,
+    modes: str = "partition",
+    hack_variants: int = 2,
+    clean_variants: int = 2,
+    reward: RewardConfig = RewardConfig(),
+) -> None:
+    """Grade template hack and clean completions once and write them as a frozen teacher pool.
+
+    Args:
+        out: output directory (one <problem_id>.jsonl.gz per problem plus pool.json).
+        problems: an rl-rewardhacking JSONL file (default: the built-in problems).
+        modes: loophole-mode assignment: partition, file, or one mode for all.
+        hack_variants: hack templates per problem (in the problem's own mode).
+        clean_variants: clean templates per problem.
+        reward: reward weights the rows are graded with (must match training's).
+    """
+    from pgrpo.env.pool import TeacherPool, build_pool as build
+
+    probs = load_problems(problems, modes=modes)
+    path = build(probs, out, hack_variants=hack_variants, clean_variants=clean_variants, reward=reward)
+    pool = TeacherPool.load(path)
+    covered, total = pool.coverage(probs)
+    n_rows = sum(len(r) for r in pool.rows.values())
+    print(f"wrote {n_rows} rows to {path}; covers {covered}/{total} problems")
+
+
+def extract(
+    model: str = "embedded",
+    dtype: str = "float32",
+    problems: str | None = None,
+    modes: str = "partition",
+    extraction: ExtractionConfig = ExtractionConfig(),
+    out: str | None = None,
+) -> None:
+    """Extract the hack directions V for a model (cached by model, pairs, k and tau) and report them.
+
+    Args:
+        model: "embedded", a checkpoint directory, or a cached hub id.
+        dtype: base weights' dtype.
+        problems: an rl-rewardhacking JSONL file (default: the built-in problems).
+        modes: loophole-mode assignment: partition, file, or one mode for all.
+        extraction: pairs source, k, tau_axis, noise floor, held-out pairs.
+        out: also save V to this safetensors file.
+    """
+    from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter
+    from pgrpo.cache import cache_dir
+    from pgrpo.basis import load_or_extract_basis
+    from pgrpo.models import load_model_and_tokenizer, model_id
+
+    policy, tokenizer = load_model_and_tokenizer(model, dtype)
+    adapter = attach_adapter(policy, DEFAULT_TARGETS)
+    basis = load_or_extract_basis(
+        policy, adapter, tokenizer, load_problems(problems, modes=modes), extraction,
+        model_id=model_id(model), cache=cache_dir() / "bases",
+        target_key={"targets": list(DEFAULT_TARGETS), "max_rank": None},
+    )
+    for key, value in sorted(basis.meta.items()):
+        print(f"{key}: {value}")
+    if out:
+        basis.save(out)
+        print(f"saved V to {out}")
+
+
+TOOLS = {"selfcheck": selfcheck, "build-pool": build_pool, "extract": extract}
+
+
+class PGRPOCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser) -> None:
+        # always-on callbacks get their own config sections, so trainer.callbacks stays free for optional ones
+        parser.add_lightning_class_args(HackMetricsLogger, "metrics")
+        parser.add_lightning_class_args(CompletionSamples, "samples")
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults({
+            "checkpoint.every_n_train_steps": 25, "checkpoint.save_top_k": -1, "checkpoint.save_last": True,
+            "trainer.log_every_n_steps": 1, "trainer.max_steps": 30, "trainer.precision": "32-true",
+            "trainer.num_sanity_val_steps": 0, "trainer.limit_val_batches": 0,
+        })
+        # the data module's tokenizer, pool rewards and batch repetition must match the model's
+        parser.link_arguments("model.model", "data.model")
+        for field in ("format_bonus", "pass_reward"):
+            parser.link_arguments(f"model.reward.{field}", f"data.reward.{field}")
+        parser.link_arguments("model.num_iterations", "data.num_iterations")
+        parser.link_arguments("model.generation.max_new_tokens", "model.loss.max_new_tokens")
+
+    def before_instantiate_classes(self) -> None:
+        """`--ckpt_path last` resumes the newest run of this logger name in place (same version dir)."""
+        config = self.config.get(self.subcommand) if self.subcommand else None
+        if config is None or not config.get("ckpt_path"):
+            return
+        logger = config.trainer.logger
+        if not (hasattr(logger, "init_args") and "TensorBoardLogger" in str(logger.class_path)):
+            return
+        run_root = Path(logger.init_args.save_dir) / logger.init_args.name
+        if config.ckpt_path == "last":
+            found = sorted(run_root.glob("version_*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+            if not found:
+                raise FileNotFoundError(f"--ckpt_path last: no {run_root}/version_*/checkpoints/last.ckpt to resume")
+            config.ckpt_path = str(found[-1])
+        ckpt = Path(config.ckpt_path)
+        if not ckpt.is_file():
+            raise FileNotFoundError(f"--ckpt_path {ckpt}: no such checkpoint file")
+        if ckpt.parent.name == "checkpoints" and ckpt.parent.parent.name.startswith("version_"):
+            # keep writing curves and checkpoints into the interrupted run's directory
+            logger.init_args.version = ckpt.parent.parent.name
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] in TOOLS:
+        CLI(TOOLS[args[0]], args=args[1:], as_positional=False)
+        return
+    PGRPOCLI(
+        ProjectedGRPO, GRPODataModule, args=argv, seed_everything_default=0,
+        save_config_kwargs={"overwrite": True},
+        parser_kwargs={"description": "Projected GRPO. Training: `pgrpo fit --config configs/erase.yaml`. "
+                       f"Other commands: {', '.join(TOOLS)} (each with --help)."},
+    )
+
+
+if __name__ == "__main__":
+    main()

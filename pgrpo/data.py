@@ -1,0 +1,202 @@
+"""Prompts and teacher rows for each GRPO step, as a LightningDataModule.
+
+Batch `s` holds `prompts_per_step` problems, each with its rendered prompt and
+the G_t = round(group_size · mix_ratio) teacher rows that join its G_s student
+samples. Batches are a pure function of (seed, s), and the sampler starts at
+the trainer's global step, so a resumed run sees exactly the batches it would
+have seen without the interruption.
+"""
+
+import hashlib
+import json
+import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from pgrpo.cache import cache_dir
+from pgrpo.env import Problem, RewardConfig, load_problems
+from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
+from pgrpo.env.prompts import build_messages
+from pgrpo.models import load_tokenizer, render_chat
+
+
+@dataclass
+class PromptGroup:
+    problem: Problem
+    prompt: str  # chat-rendered prompt text the student continues
+    teacher: list[TeacherRow]  # cached rows that complete the group
+    n_student: int
+
+
+class StepBatches(Dataset):
+    """Item `i` is the list of PromptGroups of batch i."""
+
+    def __init__(self, datamodule: "GRPODataModule", n_batches: int):
+        self.dm = datamodule
+        self.n_batches = n_batches
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def __getitem__(self, i: int) -> list[PromptGroup]:
+        return self.dm.batch(i)
+
+
+class FromStep(Sampler):
+    """Batch indices for steps start..n_steps-1; each batch is repeated num_iterations times."""
+
+    def __init__(self, start: int, n_steps: int, num_iterations: int):
+        self.start, self.n_steps, self.num_iterations = start, n_steps, num_iterations
+
+    def __iter__(self):
+        return iter(s // self.num_iterations for s in range(self.start, self.n_steps))
+
+    def __len__(self) -> int:
+        return max(0, self.n_steps - self.start)
+
+
+class GRPODataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        model: str = "embedded",
+        problems: str | None = None,
+        modes: str = "partition",
+        pool: str | None = "auto",
+        teacher_modes: list[str] | None = None,
+        mix_ratio: float = 0.25,
+        group_size: int = 8,
+        prompts_per_step: int = 4,
+        num_iterations: int = 1,
+        reward: RewardConfig = RewardConfig(),
+        seed: int = 0,
+    ):
+        """
+        Args:
+            model: tokenizer source ("embedded", a directory, or a cached hub id); linked to the model's.
+            problems: an rl-rewardhacking JSONL file; None uses the built-in problems.
+            modes: loophole-mode assignment: "partition", "file", or one mode for all problems.
+            pool: teacher-pool directory; "auto" builds one from templates in the cache on first use;
+                None means no pool (then mix_ratio must be 0).
+            teacher_modes: keep only teacher rows of these loophole modes (None keeps all).
+            mix_ratio: fraction of each group that is teacher rows: G_t = round(group_size * mix_ratio).
+            group_size: G, completions per prompt (student + teacher).
+            prompts_per_step: prompts per optimizer step.
+            num_iterations: optimizer steps per generated batch (linked to the loss config).
+            reward: reward weights; the pool's stored rewards must have been graded with the same.
+            seed: sampling seed for prompts and teacher rows.
+        """
+        super().__init__()
+        if not 0.0 <= mix_ratio < 1.0:
+            raise ValueError(f"data.mix_ratio={mix_ratio}: must be in [0, 1) so every group keeps a student sample")
+        if group_size < 2:
+            raise ValueError(f"data.group_size={group_size}: GRPO needs at least 2 completions per prompt")
+        if mix_ratio > 0 and pool is None:
+            raise ValueError("data.mix_ratio > 0 needs a teacher pool: set data.pool (or 'auto')")
+        self.model_name = model
+        self.problems_path = problems
+        self.modes = modes
+        self.pool_path = pool
+        self.teacher_modes = teacher_modes
+        self.mix_ratio = mix_ratio
+        self.group_size = group_size
+        self.n_teacher = round(group_size * mix_ratio)
+        self.n_student = group_size - self.n_teacher
+        self.prompts_per_step = prompts_per_step
+        self.num_iterations = num_iterations
+        self.reward = reward
+        self.seed = seed
+        self.problems: list[Problem] = []
+        self.pool: TeacherPool | None = None
+        self._prompt_checked: set[str] = set()
+
+    # -- setup ---------------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        if self.problems:
+            return
+        self.tokenizer = load_tokenizer(self.model_name)
+        self.problems = load_problems(self.problems_path, modes=self.modes)
+        self.train_problems = self.problems
+        if self.n_teacher == 0:
+            return
+        self.pool = TeacherPool.load(self._pool_dir()).restricted_to_modes(self.teacher_modes)
+        self._check_pool_reward()
+        covered = [p for p in self.problems if self.pool.covers(p)]
+        if not covered:
+            raise ValueError(
+                f"teacher pool {self.pool.path} covers none of the {len(self.problems)} problems "
+                f"(ids, content or loophole modes differ); rebuild it or set data.mix_ratio: 0"
+            )
+        # with teacher rows in every group, only prompts the pool covers can be trained on
+        self.train_problems = covered
+
+    def _pool_dir(self) -> Path:
+        if self.pool_path != "auto":
+            return Path(self.pool_path)
+        key = hashlib.sha256(json.dumps(
+            [[p.fingerprint, p.mode] for p in self.problems] + [asdict(self.reward)]
+        ).encode()).hexdigest()[:16]
+        path = cache_dir() / "pools" / key
+        if not (path / "pool.json").is_file():
+            tmp = path.with_name(f"{key}.tmp{os.getpid()}")
+            build_pool(self.problems, tmp, reward=self.reward)
+            tmp.rename(path)  # atomic: a killed build never leaves a pool that looks complete
+        return path
+
+    def _check_pool_reward(self) -> None:
+        meta = json.loads((self.pool.path / "pool.json").read_text())
+        if meta.get("reward") != asdict(self.reward):
+            raise ValueError(
+                f"teacher pool {self.pool.path} was graded with reward {meta.get('reward')}, but this run "
+                f"uses {asdict(self.reward)}; rebuild the pool or match the reward config"
+            )
+
+    # -- batches -------------------------------------------------------------------------------
+    def batch(self, i: int) -> list[PromptGroup]:
+        rng = random.Random(f"{self.seed}:{i}")
+        problems = rng.sample(self.train_problems, min(self.prompts_per_step, len(self.train_problems)))
+        return [self.group(p, rng) for p in problems]
+
+    def group(self, problem: Problem, rng: random.Random) -> PromptGroup:
+        prompt = render_chat(self.tokenizer, build_messages(problem))
+        teacher = self.pool.sample(problem, self.n_teacher, rng) if self.n_teacher else []
+        if teacher and problem.id not in self._prompt_checked:
+            self._check_prompt_prefix(problem, prompt, teacher[0])
+            self._prompt_checked.add(problem.id)
+        return PromptGroup(problem, prompt, teacher, self.n_student)
+
+    def _check_prompt_prefix(self, problem: Problem, live: str, row: TeacherRow) -> None:
+        """The teacher row must answer the prompt the student sees, token for token."""
+        cached_ids = self.tokenizer(render_chat(self.tokenizer, row.messages))["input_ids"]
+        live_ids = self.tokenizer(live)["input_ids"]
+        if live_ids[: len(cached_ids)] != cached_ids:
+            at = next((j for j, (a, b) in enumerate(zip(cached_ids, live_ids)) if a != b), len(live_ids))
+            raise ValueError(
+                f"teacher pool {self.pool.path}: the cached prompt of problem {problem.id!r} is not a prefix of "
+                f"the live prompt (tokens differ from position {at}); the prompt template changed since the "
+                f"pool was built: rebuild the pool"
+            )
+
+    def transfer_batch_to_device(self, batch: list[PromptGroup], device, dataloader_idx: int) -> list[PromptGroup]:
+        return batch  # prompts and teacher rows are text; the module builds tensors on its device
+
+    def train_dataloader(self) -> DataLoader:
+        n_steps = self.trainer.max_steps if self.trainer is not None else -1
+        if n_steps is None or n_steps < 1:
+            raise ValueError("trainer.max_steps must be set (pgrpo counts training in optimizer steps)")
+        start = self.trainer.global_step
+        n_batches = -(-n_steps // self.num_iterations)
+        return DataLoader(
+            StepBatches(self, n_batches),
+            sampler=FromStep(start, n_steps, self.num_iterations),
+            batch_size=None,  # each item already is a whole step's batch
+            collate_fn=lambda groups: groups,
+            # its own generator: creating an iterator would otherwise draw from the global torch RNG, and a
+            # resumed run creates one more iterator than an uninterrupted run (its sampling would drift)
+            generator=torch.Generator(),
+        )
+

@@ -1,0 +1,362 @@
+"""The projected-GRPO LightningModule: a frozen causal LM, its SVD adapter, one step per batch.
+
+`training_step` reads like the method (DESIGN §1.6): generate → grade → add
+teacher rows → advantages → logprobs with grad → loss → backward (student and
+teacher gradients split in the same pass) → project → clip → optimizer step →
+scheduler step. It returns the step's numbers; callbacks log them.
+"""
+
+import math
+import random
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter, capture_row_grads, knobs_zeroed, merged_for_generation
+from pgrpo.cache import cache_dir
+from pgrpo.data import PromptGroup
+from pgrpo.env import MODES, RewardConfig, grade_batch
+from pgrpo.basis import ExtractionConfig, load_or_extract_basis
+from pgrpo.extraction import HackBasis
+from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
+from pgrpo.models import load_model_and_tokenizer, model_id
+from pgrpo.projection import ProjectionConfig, project_adapter_grads
+from pgrpo.rollout import Packed, pack, sample
+
+# The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
+# and knob-only checkpoints after each optimizer step are what we want (DESIGN §2).
+warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
+warnings.filterwarnings("ignore", message=r"Using ModelCheckpoint with manual optimization")
+
+
+@dataclass
+class GenerationConfig:
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-2
+    weight_decay: float = 0.0
+    # Weight decay on δS_hack would leak the quarantine back towards zero; keep it off unless studying that.
+    hack_weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.99)
+    warmup_steps: int = 0
+    max_grad_norm: float | None = 1.0
+
+
+@dataclass
+class Rollouts:
+    """One step's groups, graded and packed: student rows then teacher rows, group by group."""
+
+    packed: Packed
+    is_student: Tensor  # (B,) bool
+    advantages: Tensor  # (B,)
+    rewards: Tensor  # (P, G)
+    zero_std: Tensor  # (P,) bool
+    old_logp: Tensor | None  # (B, T_c) logprobs at sampling time; None when num_iterations == 1
+    ref_logp: Tensor | None  # (B, T_c) under the zeroed knobs; None when beta == 0
+    stats: dict[str, float]  # grading / generation numbers of this batch
+    samples: list[dict]  # a few student completions with their grades, for the text log
+
+
+class ProjectedGRPO(L.LightningModule):
+    def __init__(
+        self,
+        model: str = "embedded",
+        dtype: str = "float32",
+        target_modules: list[str] = list(DEFAULT_TARGETS),
+        max_rank: int | None = None,
+        projection: ProjectionConfig = ProjectionConfig(),
+        extraction: ExtractionConfig = ExtractionConfig(),
+        loss: LossConfig = LossConfig(),
+        advantage_scale: str = "none",
+        num_iterations: int = 1,
+        generation: GenerationConfig = GenerationConfig(),
+        optim: OptimConfig = OptimConfig(),
+        reward: RewardConfig = RewardConfig(),
+        grade_timeout: float = 4.0,
+        logprob_chunk_size: int = 128,
+        micro_batch_size: int | None = None,
+    ):
+        """
+        Args:
+            model: "embedded" (the built-in tiny model), a checkpoint directory, or a cached hub id.
+            dtype: base weights' dtype (float32 | bfloat16 | float16); the knobs are always fp32.
+            target_modules: Linear attribute names that get the SVD adapter.
+            max_rank: keep only the top singular directions per Linear (None keeps all).
+            projection: arm (none | erase | route), gate, overshoot, preserve_magnitude.
+            extraction: how V is built (pairs source, k, tau_axis, noise floor, held-out pairs).
+            loss: PPO clip range, KL estimator and beta, reduction (drgrpo | grpo).
+            advantage_scale: "none" (Dr.GRPO, A = R − mean), "group" (÷ group std), "batch" (÷ batch std).
+            num_iterations: optimizer steps per generated batch (> 1 uses the sampling-time logprobs as π_old).
+            generation: max_new_tokens, temperature, top_p of the student samples.
+            optim: AdamW over the knobs and its warmup; max_grad_norm clips after projection.
+            reward: format bonus and pass reward (gt_correct never enters it).
+            grade_timeout: wall-clock seconds per graded completion.
+            logprob_chunk_size: sequence chunk of the memory-efficient logprob pass.
+            micro_batch_size: rows per forward/backward (None: the whole step at once).
+        """
+        super().__init__()
+        if advantage_scale not in ("none", "group", "batch"):
+            raise ValueError(f"model.advantage_scale={advantage_scale!r}: expected none, group or batch")
+        if num_iterations < 1:
+            raise ValueError(f"model.num_iterations={num_iterations}: must be >= 1")
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        self.strict_loading = False  # checkpoints hold the knobs, not the frozen base
+        self.model_name = model
+        self.projection = projection
+        self.extraction = extraction
+        # Dr.GRPO's fixed denominator is the generation budget: one source of truth for both
+        self.loss_cfg = replace(loss, max_new_tokens=generation.max_new_tokens)
+        self.generation = generation
+        self.optim = optim
+        self.reward = reward
+        self.policy = None
+        self.basis: HackBasis | None = None
+        self._rollouts: Rollouts | None = None
+
+    # -- model -----------------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        if self.policy is not None:
+            return
+        hp = self.hparams
+        self.policy, self.tokenizer = load_model_and_tokenizer(hp.model, hp.dtype, self.device)
+        self.adapter = attach_adapter(self.policy, tuple(hp.target_modules), hp.max_rank)
+
+    def on_fit_start(self) -> None:
+        if self.basis is None:  # a resumed run restored V from its checkpoint
+            problems = self.trainer.datamodule.problems
+            self.basis = load_or_extract_basis(
+                self.policy, self.adapter, self.tokenizer, problems, self.extraction,
+                model_id=model_id(self.model_name), cache=cache_dir() / "bases",
+                target_key={"targets": list(self.hparams.target_modules), "max_rank": self.hparams.max_rank},
+            )
+        self.basis = self.basis.to(self.device)
+
+    def configure_optimizers(self):
+        knobs = [m.delta_s for m in self.adapter.values()]
+        quarantine = [m.delta_s_hack for m in self.adapter.values()]
+        opt = torch.optim.AdamW(
+            [{"params": knobs, "weight_decay": self.optim.weight_decay},
+             {"params": quarantine, "weight_decay": self.optim.hack_weight_decay}],
+            lr=self.optim.lr, betas=self.optim.betas,
+        )
+        warmup = self.optim.warmup_steps
+        # step s gets lr·(s+1)/(warmup+1): the very first step already moves (the reference's began at 0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / (warmup + 1)))
+        return [opt], [sched]
+
+    # -- the step --------------------------------------------------------------------------------
+    def training_step(self, batch: list[PromptGroup], batch_idx: int) -> dict:
+        timer = _Timer()
+        if self._rollouts is None or self.global_step % self.hparams.num_iterations == 0:
+            self._rollouts = self.make_rollouts(batch, timer)  # generate → grade → teacher rows → advantages
+        ro = self._rollouts
+        opt, sched = self.optimizers(), self.lr_schedulers()
+        lr = sched.get_last_lr()[0]
+        opt.zero_grad(set_to_none=True)
+        with timer("backward"):
+            loss, loss_stats, row_grads = self.split_backward(ro)  # logprobs with grad → loss → one split backward
+        with timer("project"):
+            proj = self.project_grads(row_grads, ro.is_student)
+        with timer("optimizer"):
+            grad_norm = self.clip_knob_grads()
+            opt.step()
+            sched.step()
+        return {
+            "metrics": {
+                **ro.stats, **loss_stats, **proj, "loss": loss, "grad_norm": grad_norm, "lr": lr,
+                **self.knob_norms(), **{f"time/{k}": v for k, v in timer.seconds.items()},
+            },
+            "samples": ro.samples,
+        }
+
+    def make_rollouts(self, groups: list[PromptGroup], timer: "_Timer") -> Rollouts:
+        g = self.generation
+        with timer("generate"), merged_for_generation(self.adapter):
+            prompt_ids, completions, clipped = sample(
+                self.policy, self.tokenizer, [grp.prompt for grp in groups], groups[0].n_student,
+                g.max_new_tokens, g.temperature, g.top_p,
+            )
+        n_s = groups[0].n_student
+        texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
+        with timer("grade"):
+            grades = grade_batch(
+                [(grp.problem, texts[i * n_s + j]) for i, grp in enumerate(groups) for j in range(n_s)],
+                reward=self.reward, timeout_s=self.hparams.grade_timeout,
+            )
+        # group by group: G_s student rows, then the group's G_t cached teacher rows
+        rows_prompt, rows_completion, is_student, rewards = [], [], [], []
+        eos = self.tokenizer.eos_token_id
+        for i, grp in enumerate(groups):
+            group_rewards = []
+            for j in range(n_s):
+                rows_prompt.append(prompt_ids[i * n_s + j])
+                rows_completion.append(completions[i * n_s + j])
+                is_student.append(True)
+                group_rewards.append(grades[i * n_s + j].reward)
+            for row in grp.teacher:
+                rows_prompt.append(prompt_ids[i * n_s])
+                rows_completion.append(self.tokenizer(row.completion, add_special_tokens=False)["input_ids"] + [eos])
+                is_student.append(False)
+                group_rewards.append(row.reward)  # as stored when the pool was built, never re-graded
+            rewards.append(group_rewards)
+        rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
+        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale)
+        packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
+        packed = Packed(*(t.to(self.device) for t in (packed.input_ids, packed.attention_mask, packed.completion_mask)))
+        is_student_t = torch.tensor(is_student, device=self.device)
+        old_logp = ref_logp = None
+        with torch.no_grad():
+            if self.hparams.num_iterations > 1:
+                old_logp = self.logprobs(packed)
+            if self.loss_cfg.beta > 0:
+                # the free reference model: same weights with the knobs at zero (merged: base-model speed)
+                with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
+                    ref_logp = self.logprobs(packed)
+        stats = grading_stats(groups, grades, completions, clipped, rewards_t, zero_std)
+        samples = [
+            {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
+             "completion": texts[i], **grades[i].to_dict()}
+            for i in range(min(4, len(texts)))
+        ]
+        return Rollouts(packed, is_student_t, advantages.flatten().to(self.device), rewards_t, zero_std,
+                        old_logp, ref_logp, stats, samples)
+
+    def logprobs(self, packed: Packed) -> Tensor:
+        logp, _ = token_logprobs(self.policy, packed.input_ids, packed.attention_mask, packed.completion_len,
+                                 self.hparams.logprob_chunk_size, self.generation.temperature)
+        return logp
+
+    def split_backward(self, ro: Rollouts):
+        """Loss over the rows that carry signal, one backward, per-row knob gradients captured on the way."""
+        group_size = ro.rewards.shape[1]
+        live = (~ro.zero_std).repeat_interleave(group_size).to(self.device)  # zero-variance groups are skipped
+        index = live.nonzero().flatten()
+        total_rows = ro.rewards.numel()  # Dr.GRPO's fixed denominator counts every row of the step
+        loss_sum, kl_sum, stats_sum = torch.zeros((), device=self.device), 0.0, {}
+        chunk = self.hparams.micro_batch_size or max(1, len(index))
+        with capture_row_grads(self.adapter) as captured:
+            for start in range(0, len(index), chunk):
+                rows = index[start : start + chunk]
+                packed = ro.packed.rows(rows)
+                logp = self.logprobs(packed)
+                old = None
+                if ro.old_logp is not None:
+                    # teacher rows were never sampled by this policy: their ratio is forced to 1
+                    old = torch.where(ro.is_student[rows, None], ro.old_logp[rows], logp.detach())
+                ref = ro.ref_logp[rows] if ro.ref_logp is not None else None
+                loss, stats = grpo_loss(logp, old, ref, ro.advantages[rows], packed.completion_mask, self.loss_cfg,
+                                        denominator_rows=total_rows)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"non-finite loss {loss.item()} at step {self.global_step}")
+                self.manual_backward(loss)
+                loss_sum += loss.detach()
+                for k, v in stats.items():
+                    stats_sum[k] = stats_sum.get(k, 0.0) + float(v) * len(rows)
+        per_row = _scatter_rows(captured.per_row, index, len(live))
+        stats = {k: v / max(1, len(index)) for k, v in stats_sum.items()}
+        return float(loss_sum), stats, per_row
+
+    def project_grads(self, per_row: dict[str, Tensor], is_student: Tensor) -> dict[str, float]:
+        if all(m.delta_s.grad is None for m in self.adapter.values()):
+            return {}  # every group had zero reward variance: nothing was backpropagated
+        g_student = {n: rows[is_student].sum(0) for n, rows in per_row.items()}
+        g_teacher = {n: rows[~is_student].sum(0) for n, rows in per_row.items()}
+        diag = project_adapter_grads(self.adapter, self.basis, self.projection, g_student, g_teacher)
+        return {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
+
+    def clip_knob_grads(self) -> float:
+        params = [p for m in self.adapter.values() for p in (m.delta_s, m.delta_s_hack) if p.grad is not None]
+        if not params:
+            return 0.0
+        max_norm = self.optim.max_grad_norm if self.optim.max_grad_norm is not None else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        if not torch.isfinite(norm):
+            raise FloatingPointError(f"non-finite gradient norm {norm.item()} at step {self.global_step}")
+        return float(norm)
+
+    def knob_norms(self) -> dict[str, float]:
+        ds = torch.cat([m.delta_s.detach().flatten() for m in self.adapter.values()])
+        dh = torch.cat([m.delta_s_hack.detach().flatten() for m in self.adapter.values()])
+        return {"adapter/delta_s_norm": float(ds.norm()), "adapter/delta_s_hack_norm": float(dh.norm())}
+
+    # -- checkpoints: knobs, V and RNG state; never the frozen base --------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["state_dict"] = {
+            k: v for k, v in checkpoint["state_dict"].items() if k.endswith((".delta_s", ".delta_s_hack"))
+        }
+        checkpoint["pgrpo_basis"] = {"V": self.basis.V, "sigma": self.basis.sigma, "meta": self.basis.meta}
+        # plain tuples and tensors only, so Lightning's weights_only checkpoint loading accepts them
+        checkpoint["pgrpo_rng"] = {
+            "python": random.getstate(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        b = checkpoint["pgrpo_basis"]
+        self.basis = HackBasis(b["V"], b["sigma"], b["meta"])
+        rng = checkpoint["pgrpo_rng"]
+        random.setstate(rng["python"])
+        torch.set_rng_state(rng["torch"])
+        if rng["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_std: Tensor) -> dict[str, float]:
+    """hack/solve rates for student and teacher rows, per mode, and TRL's reward/completion numbers."""
+    n_s = groups[0].n_student
+    teacher = [row for grp in groups for row in grp.teacher]
+    stats = {
+        "hack/student": _mean(g.exploited for g in grades),
+        "solve/student": _mean(g.gt_correct for g in grades),
+        "format/student": _mean(g.format_ok for g in grades),
+        "reward": float(rewards.mean()),
+        "reward_std": float(rewards.std(1).mean()),
+        "frac_reward_zero_std": float(zero_std.float().mean()),
+        "completions/mean_length": _mean(len(c) for c in completions),
+        "completions/clipped_ratio": _mean(clipped),
+    }
+    if teacher:
+        stats["hack/teacher"] = _mean(r.exploited for r in teacher)
+        stats["solve/teacher"] = _mean(r.gt_correct for r in teacher)
+    for mode in MODES:
+        own = [g for i, g in enumerate(grades) if groups[i // n_s].problem.mode == mode]
+        if own:
+            stats[f"hack/student_{mode}"] = _mean(g.exploited for g in own)
+    return stats
+
+
+def _mean(values) -> float:
+    values = [float(v) for v in values]
+    return sum(values) / len(values) if values else 0.0
+
+
+def _scatter_rows(per_row: dict[str, Tensor], index: Tensor, n_rows: int) -> dict[str, Tensor]:
+    """Per-row gradients of the live rows placed back at their batch positions (skipped rows are zero)."""
+    out = {}
+    for name, rows in per_row.items():
+        full = rows.new_zeros(n_rows, rows.shape[1])
+        full[index.to(rows.device)] = rows
+        out[name] = full
+    return out
+
+
+class _Timer:
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start

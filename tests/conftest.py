@@ -1,0 +1,30 @@
+"""Shared fixtures: one pgrpo cache per test session (embedded model, pools, V bases are built once)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+LEETCODE_JSONL = SHARED / "data" / "leetcode_medhard_dev.jsonl"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pgrpo_cache(tmp_path_factory) -> Path:
+    """Isolate the user's ~/.cache/pgrpo; a developer can reuse one with PGRPO_TEST_CACHE to go faster."""
+    path = Path(os.environ.get("PGRPO_TEST_CACHE") or tmp_path_factory.mktemp("pgrpo_cache"))
+    old = os.environ.get("PGRPO_CACHE")
+    os.environ["PGRPO_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("PGRPO_CACHE", None)
+    else:
+        os.environ["PGRPO_CACHE"] = old
+
+
+@pytest.fixture
+def leetcode_jsonl() -> Path:
+    if not LEETCODE_JSONL.is_file():
+        pytest.skip(f"shared data file {LEETCODE_JSONL} is absent (it ships beside the repo in CI only)")
+    return LEETCODE_JSONL

@@ -1,0 +1,99 @@
+"""ProjectedGRPO pieces that a whole fit cannot pin down precisely."""
+
+import lightning as L
+import pytest
+import torch
+
+from pgrpo.extraction import HackBasis
+from pgrpo.module import OptimConfig, ProjectedGRPO, Rollouts
+from pgrpo.projection import ProjectionConfig
+from pgrpo.rollout import pack
+
+
+@pytest.fixture(scope="module")
+def grpo():
+    module = ProjectedGRPO(projection=ProjectionConfig(arm="erase"))
+    module.configure_model()
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False)
+    trainer.strategy.connect(module)  # manual_backward goes through the trainer's strategy
+    module.trainer = trainer
+    torch.manual_seed(0)
+    module.basis = HackBasis(
+        {n: torch.linalg.qr(torch.randn(m.rank, 2))[0].T.contiguous() for n, m in module.adapter.items()},
+        {n: torch.ones(2) for n in module.adapter}, {},
+    )
+    return module
+
+
+def rollouts(rewards: list[list[float]], n_student: int) -> Rollouts:
+    """A packed batch of random tokens: groups of len(rewards[0]) rows, the first n_student are student rows."""
+    from pgrpo.loss import group_advantages
+
+    g = torch.Generator().manual_seed(0)
+    n_rows = len(rewards) * len(rewards[0])
+    prompts = [torch.randint(3, 500, (5 + i % 3,), generator=g).tolist() for i in range(n_rows)]
+    completions = [torch.randint(3, 500, (4 + i % 5,), generator=g).tolist() for i in range(n_rows)]
+    rewards_t = torch.tensor(rewards)
+    adv, zero_std = group_advantages(rewards_t)
+    is_student = torch.tensor([j < n_student for _ in rewards for j in range(len(rewards[0]))])
+    return Rollouts(pack(prompts, completions, 0), is_student, adv.flatten(), rewards_t, zero_std, None, None, {}, [])
+
+
+def test_student_and_teacher_gradients_sum_to_the_full_batch_gradient(grpo):
+    ro = rollouts([[1.0, 0.0, 0.25, 1.25], [0.25, 1.25, 0.0, 0.0]], n_student=3)
+    for m in grpo.adapter.values():
+        m.delta_s.grad = None
+    _, _, per_row = grpo.split_backward(ro)
+    for name, m in grpo.adapter.items():
+        g_s = per_row[name][ro.is_student].sum(0)
+        g_t = per_row[name][~ro.is_student].sum(0)
+        torch.testing.assert_close(g_s + g_t, m.delta_s.grad, rtol=1e-5, atol=1e-7)
+        assert g_t.abs().sum() > 0 and g_s.abs().sum() > 0
+
+
+def test_zero_variance_groups_are_skipped(grpo):
+    ro = rollouts([[1.0, 1.0, 1.0, 1.0], [0.0, 1.25, 0.0, 0.0]], n_student=3)
+    for m in grpo.adapter.values():
+        m.delta_s.grad = None
+    _, _, per_row = grpo.split_backward(ro)
+    name = next(iter(per_row))
+    assert per_row[name][:4].abs().sum() == 0  # the flat group contributed nothing
+    assert per_row[name][4:].abs().sum() > 0
+    assert ro.zero_std.tolist() == [True, False]
+
+
+def test_all_flat_groups_backpropagate_nothing_and_projection_is_skipped(grpo):
+    ro = rollouts([[0.25, 0.25, 0.25, 0.25]], n_student=4)
+    for m in grpo.adapter.values():
+        m.delta_s.grad = None
+    loss, _, per_row = grpo.split_backward(ro)
+    assert loss == 0.0 and all(m.delta_s.grad is None for m in grpo.adapter.values())
+    assert grpo.project_grads(per_row, ro.is_student) == {}
+
+
+def test_non_finite_loss_stops_the_run_naming_the_step(grpo, monkeypatch):
+    import pgrpo.module as module_file
+
+    monkeypatch.setattr(module_file, "grpo_loss", lambda *a, **k: (torch.tensor(float("nan"), requires_grad=True), {}))
+    with pytest.raises(FloatingPointError, match="at step 0"):
+        grpo.split_backward(rollouts([[1.0, 0.0]], n_student=1))
+
+
+def test_warmup_never_gives_a_zero_learning_rate():
+    module = ProjectedGRPO(optim=OptimConfig(lr=0.1, warmup_steps=4))
+    module.configure_model()
+    [opt], [sched] = module.configure_optimizers()
+    lrs = []
+    for _ in range(6):
+        lrs.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    assert lrs[0] > 0 and lrs == sorted(lrs) and lrs[-1] == pytest.approx(0.1)
+
+
+def test_quarantine_has_no_weight_decay_by_default():
+    module = ProjectedGRPO(optim=OptimConfig(weight_decay=0.1))
+    module.configure_model()
+    [opt], _ = module.configure_optimizers()
+    knobs, quarantine = opt.param_groups
+    assert knobs["weight_decay"] == 0.1 and quarantine["weight_decay"] == 0.0
