@@ -25,7 +25,9 @@ from pgrpo.basis import ExtractionConfig, load_or_extract_basis
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id
-from pgrpo.projection import ProjectionConfig, project_adapter_grads
+from pgrpo.projection import (
+    ProjectionConfig, knob_snapshot, project_adapter_grads, project_update, purge_adam_moments, rollout_hack_fraction,
+)
 from pgrpo.rollout import Packed, pack, sample
 
 # The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
@@ -58,6 +60,7 @@ class Rollouts:
 
     packed: Packed
     is_student: Tensor  # (B,) bool
+    exploited: Tensor  # (B,) bool: passed the flawed grader, failed the oracle (diagnostics only)
     advantages: Tensor  # (B,)
     rewards: Tensor  # (P, G)
     zero_std: Tensor  # (P,) bool
@@ -167,10 +170,14 @@ class ProjectedGRPO(L.LightningModule):
         with timer("backward"):
             loss, loss_stats, row_grads = self.split_backward(ro)  # logprobs with grad → loss → one split backward
         with timer("project"):
-            proj = self.project_grads(row_grads, ro.is_student)
+            proj = self.project_grads(row_grads, ro)
         with timer("optimizer"):
             grad_norm = self.clip_knob_grads()
+            if self.projection.purge_adam_moments:
+                purge_adam_moments(opt, self.adapter, self.basis, self.projection)
+            before = knob_snapshot(self.adapter)
             opt.step()
+            proj |= self.project_knob_update(before)
             sched.step()
         return {
             "metrics": {
@@ -195,7 +202,7 @@ class ProjectedGRPO(L.LightningModule):
                 reward=self.reward, timeout_s=self.hparams.grade_timeout,
             )
         # group by group: G_s student rows, then the group's G_t cached teacher rows
-        rows_prompt, rows_completion, is_student, rewards = [], [], [], []
+        rows_prompt, rows_completion, is_student, exploited, rewards = [], [], [], [], []
         eos = self.tokenizer.eos_token_id
         for i, grp in enumerate(groups):
             group_rewards = []
@@ -203,11 +210,13 @@ class ProjectedGRPO(L.LightningModule):
                 rows_prompt.append(prompt_ids[i * n_s + j])
                 rows_completion.append(completions[i * n_s + j])
                 is_student.append(True)
+                exploited.append(grades[i * n_s + j].exploited)
                 group_rewards.append(grades[i * n_s + j].reward)
             for row in grp.teacher:
                 rows_prompt.append(prompt_ids[i * n_s])
                 rows_completion.append(self.tokenizer(row.completion, add_special_tokens=False)["input_ids"] + [eos])
                 is_student.append(False)
+                exploited.append(row.exploited)
                 group_rewards.append(row.reward)  # as stored when the pool was built, never re-graded
             rewards.append(group_rewards)
         rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
@@ -229,13 +238,14 @@ class ProjectedGRPO(L.LightningModule):
              "completion": texts[i], **grades[i].to_dict()}
             for i in range(min(4, len(texts)))
         ]
-        return Rollouts(packed, is_student_t, advantages.flatten().to(self.device), rewards_t, zero_std,
+        return Rollouts(packed, is_student_t, torch.tensor(exploited, device=self.device),
+                        advantages.flatten().to(self.device), rewards_t, zero_std,
                         old_logp, ref_logp, stats, samples)
 
-    def logprobs(self, packed: Packed) -> Tensor:
-        logp, _ = token_logprobs(self.policy, packed.input_ids, packed.attention_mask, packed.completion_len,
-                                 self.hparams.logprob_chunk_size, self.generation.temperature)
-        return logp
+    def logprobs(self, packed: Packed, with_entropy: bool = False):
+        logp, entropy = token_logprobs(self.policy, packed.input_ids, packed.attention_mask, packed.completion_len,
+                                       self.hparams.logprob_chunk_size, self.generation.temperature, with_entropy)
+        return (logp, entropy) if with_entropy else logp
 
     def split_backward(self, ro: Rollouts):
         """Loss over the rows that carry signal, one backward, per-row knob gradients captured on the way."""
@@ -249,7 +259,9 @@ class ProjectedGRPO(L.LightningModule):
             for start in range(0, len(index), chunk):
                 rows = index[start : start + chunk]
                 packed = ro.packed.rows(rows)
-                logp = self.logprobs(packed)
+                logp, entropy = self.logprobs(packed, with_entropy=True)
+                stats_sum["entropy"] = stats_sum.get("entropy", 0.0) + float(
+                    (entropy * packed.completion_mask).sum() / packed.completion_mask.sum()) * len(rows)
                 old = None
                 if ro.old_logp is not None:
                     # teacher rows were never sampled by this policy: their ratio is forced to 1
@@ -267,13 +279,23 @@ class ProjectedGRPO(L.LightningModule):
         stats = {k: v / max(1, len(index)) for k, v in stats_sum.items()}
         return float(loss_sum), stats, per_row
 
-    def project_grads(self, per_row: dict[str, Tensor], is_student: Tensor) -> dict[str, float]:
+    def project_grads(self, per_row: dict[str, Tensor], ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
-        g_student = {n: rows[is_student].sum(0) for n, rows in per_row.items()}
-        g_teacher = {n: rows[~is_student].sum(0) for n, rows in per_row.items()}
-        diag = project_adapter_grads(self.adapter, self.basis, self.projection, g_student, g_teacher)
-        return {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
+        g_student = {n: rows[ro.is_student].sum(0) for n, rows in per_row.items()}
+        g_teacher = {n: rows[~ro.is_student].sum(0) for n, rows in per_row.items()}
+        # with target=update the gradient is only measured here; the update is projected after the step
+        cfg = replace(self.projection, arm="none") if self.projection.target == "update" else self.projection
+        diag = project_adapter_grads(self.adapter, self.basis, cfg, g_student, g_teacher)
+        stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
+        return stats | rollout_overlap_stats(rollout_hack_fraction(per_row, self.basis), ro)
+
+    def project_knob_update(self, before: dict[str, Tensor]) -> dict[str, float]:
+        """proj/cout_update: the hack-ward fraction of the parameter change the optimizer actually made."""
+        if self.projection.target == "update":
+            return {"proj/cout_update": project_update(self.adapter, self.basis, self.projection, before)["update_cout"]}
+        measure = replace(self.projection, arm="none")
+        return {"proj/cout_update": project_update(self.adapter, self.basis, measure, before)["update_cin"]}
 
     def clip_knob_grads(self) -> float:
         params = [p for m in self.adapter.values() for p in (m.delta_s, m.delta_s_hack) if p.grad is not None]
@@ -320,12 +342,16 @@ def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_st
         "hack/student": _mean(g.exploited for g in grades),
         "solve/student": _mean(g.gt_correct for g in grades),
         "format/student": _mean(g.format_ok for g in grades),
+        "hack/attempt_student": _mean(g.attempted for g in grades),
         "reward": float(rewards.mean()),
         "reward_std": float(rewards.std(1).mean()),
         "frac_reward_zero_std": float(zero_std.float().mean()),
         "completions/mean_length": _mean(len(c) for c in completions),
         "completions/clipped_ratio": _mean(clipped),
     }
+    attempts = [g for g in grades if g.attempted]
+    if attempts:
+        stats["hack/exploit_given_attempt_student"] = _mean(g.exploited for g in attempts)
     if teacher:
         stats["hack/teacher"] = _mean(r.exploited for r in teacher)
         stats["solve/teacher"] = _mean(r.gt_correct for r in teacher)
@@ -333,6 +359,20 @@ def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_st
         own = [g for i, g in enumerate(grades) if groups[i // n_s].problem.mode == mode]
         if own:
             stats[f"hack/student_{mode}"] = _mean(g.exploited for g in own)
+    return stats
+
+
+def rollout_overlap_stats(row_cin: Tensor, ro: Rollouts) -> dict[str, float]:
+    """Does a rollout's own gradient point along V more when it exploited? (live rows only)"""
+    live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(row_cin.device)
+    cin, hacked = row_cin[live], ro.exploited[live].float()
+    stats = {}
+    if hacked.any():
+        stats["proj/rollout_cin_exploited"] = float(cin[hacked.bool()].mean())
+    if (~hacked.bool()).any():
+        stats["proj/rollout_cin_clean"] = float(cin[~hacked.bool()].mean())
+    if len(cin) > 1 and cin.std() > 0 and hacked.std() > 0:
+        stats["proj/rollout_cin_exploit_corr"] = float(torch.corrcoef(torch.stack([cin, hacked]))[0, 1])
     return stats
 
 

@@ -28,12 +28,18 @@ class ProjectionConfig:
     gate: Gate = "one_sided"
     overshoot: float = 1.0
     preserve_magnitude: bool = False
+    # Adam steps on its moments, not on g: "update" projects the actual parameter change instead of the
+    # gradient, and purge_adam_moments removes span(V) from Adam's first moment before each step.
+    target: Literal["grad", "update"] = "grad"
+    purge_adam_moments: bool = False
 
     def __post_init__(self) -> None:
         if self.arm not in ("none", "erase", "route"):
             raise ValueError(f"ProjectionConfig.arm must be 'none', 'erase' or 'route', got {self.arm!r}")
         if self.gate not in ("one_sided", "no_gate", "reverse"):
             raise ValueError(f"ProjectionConfig.gate must be 'one_sided', 'no_gate' or 'reverse', got {self.gate!r}")
+        if self.target not in ("grad", "update"):
+            raise ValueError(f"ProjectionConfig.target must be 'grad' or 'update', got {self.target!r}")
         if not self.overshoot > 0:
             raise ValueError(f"ProjectionConfig.overshoot must be > 0, got {self.overshoot}")
 
@@ -143,6 +149,32 @@ def project_update(
                 modules[name].delta_s_hack.add_(removed)
     update_cin, update_cout = torch.stack([hack_fraction(deltas, basis), hack_fraction(projected, basis)]).tolist()
     return {"update_cin": update_cin, "update_cout": update_cout}
+
+
+def purge_adam_moments(optimizer: torch.optim.Optimizer, modules: Mapping[str, SVDAdapterLinear],
+                       basis: HackBasis, cfg: ProjectionConfig) -> None:
+    """Remove the gated span(V) component from Adam's first moment of each delta_s (before the step).
+
+    Only the first moment lives in δS space; the second is elementwise, so an
+    update can still lean hack-ward after this (proj/cout_update measures it).
+    """
+    with torch.no_grad():
+        for name, rows in basis.V.items():
+            state = optimizer.state.get(modules[name].delta_s, {})
+            if "exp_avg" in state:
+                m = state["exp_avg"]
+                purged, _, _ = project_vector(m.float(), rows.to(m.device, torch.float32), cfg)
+                m.copy_(purged)
+
+
+def rollout_hack_fraction(per_row: Mapping[str, Tensor], basis: HackBasis) -> Tensor:
+    """Each rollout's own hack fraction ‖relu(V g_b)‖/‖g_b‖ over the basis modules: (B,)."""
+    hack_sq = total_sq = 0
+    for name, rows in basis.V.items():
+        g = per_row[name].float()  # (B, r)
+        hack_sq = hack_sq + (g @ rows.to(g).T).clamp(min=0).pow(2).sum(1)  # (B,)
+        total_sq = total_sq + g.pow(2).sum(1)
+    return (hack_sq / total_sq.clamp(min=torch.finfo(torch.float32).tiny)).sqrt()
 
 
 def _check_basis(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> None:

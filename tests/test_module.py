@@ -36,7 +36,9 @@ def rollouts(rewards: list[list[float]], n_student: int) -> Rollouts:
     rewards_t = torch.tensor(rewards)
     adv, zero_std = group_advantages(rewards_t)
     is_student = torch.tensor([j < n_student for _ in rewards for j in range(len(rewards[0]))])
-    return Rollouts(pack(prompts, completions, 0), is_student, adv.flatten(), rewards_t, zero_std, None, None, {}, [])
+    exploited = torch.tensor([r == 1.25 for group in rewards for r in group])
+    return Rollouts(pack(prompts, completions, 0), is_student, exploited, adv.flatten(), rewards_t, zero_std, None, None,
+                    {}, [])
 
 
 def test_student_and_teacher_gradients_sum_to_the_full_batch_gradient(grpo):
@@ -68,7 +70,7 @@ def test_all_flat_groups_backpropagate_nothing_and_projection_is_skipped(grpo):
         m.delta_s.grad = None
     loss, _, per_row = grpo.split_backward(ro)
     assert loss == 0.0 and all(m.delta_s.grad is None for m in grpo.adapter.values())
-    assert grpo.project_grads(per_row, ro.is_student) == {}
+    assert grpo.project_grads(per_row, ro) == {}
 
 
 def test_non_finite_loss_stops_the_run_naming_the_step(grpo, monkeypatch):

@@ -175,3 +175,19 @@ def test_project_update_erases_hack_ward_part_of_the_optimizer_step():
         change = modules[name].delta_s.detach() - before[name]
         assert (basis.V[name] @ change).max().item() < 1e-5
         assert (basis.V[name] @ modules[name].delta_s_hack.detach()).max().item() > 0
+
+
+def test_purge_adam_moments_leaves_no_hack_ward_first_moment():
+    from pgrpo.projection import purge_adam_moments
+
+    modules, basis = adapters_with_grads()
+    optimizer = torch.optim.AdamW([m.delta_s for m in modules.values()], lr=0.1)
+    for name in ("a", "b"):
+        modules[name].delta_s.grad = -basis.V[name][0].clone()  # descent moves hack-ward along axis 0
+    optimizer.step()
+    moments = {n: optimizer.state[modules[n].delta_s]["exp_avg"] for n in ("a", "b")}
+    assert any((basis.V[n] @ moments[n]).min() < 0 for n in ("a", "b"))
+    purge_adam_moments(optimizer, modules, basis, ProjectionConfig(arm="erase", gate="no_gate"))
+    for name in ("a", "b"):
+        assert (basis.V[name] @ moments[name]).abs().max().item() < 1e-6
+
