@@ -1,0 +1,79 @@
+"""GRPODataModule: prompts and teacher rows per step, pool coverage and prompt checks."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pgrpo.data import FromStep, GRPODataModule
+from pgrpo.env import load_problems
+from pgrpo.env.pool import build_pool
+
+
+def datamodule(**kwargs) -> GRPODataModule:
+    dm = GRPODataModule(**kwargs)
+    dm.setup("fit")
+    return dm
+
+
+def test_batches_are_a_pure_function_of_seed_and_step():
+    a, b = datamodule(seed=3), datamodule(seed=3)
+    assert [g.problem.id for g in a.batch(7)] == [g.problem.id for g in b.batch(7)]
+    assert [r.completion for g in a.batch(7) for r in g.teacher] == [r.completion for g in b.batch(7) for r in g.teacher]
+    assert [g.problem.id for g in a.batch(7)] != [g.problem.id for g in a.batch(8)]
+
+
+def test_groups_split_into_student_and_teacher_rows():
+    dm = datamodule(group_size=8, mix_ratio=0.25, prompts_per_step=3)
+    groups = dm.batch(0)
+    assert len(groups) == 3
+    assert all(g.n_student == 6 and len(g.teacher) == 2 for g in groups)
+    assert all(r.problem_id == g.problem.id for g in groups for r in g.teacher)
+
+
+def test_sampler_resumes_at_the_global_step_and_repeats_batches_for_inner_iterations():
+    assert list(FromStep(3, 6, 1)) == [3, 4, 5]
+    assert list(FromStep(0, 6, 2)) == [0, 0, 1, 1, 2, 2]
+    assert list(FromStep(3, 6, 2)) == [1, 2, 2]
+
+
+def test_no_teacher_arm_needs_no_pool():
+    dm = datamodule(mix_ratio=0.0, pool=None)
+    assert dm.pool is None and all(not g.teacher and g.n_student == 8 for g in dm.batch(0))
+
+
+def test_mix_ratio_without_a_pool_is_refused():
+    with pytest.raises(ValueError, match="needs a teacher pool"):
+        GRPODataModule(mix_ratio=0.25, pool=None)
+
+
+def test_pool_that_covers_no_prompt_fails_loudly(tmp_path):
+    other = [replace(p, statement=p.statement + " (another version)") for p in load_problems()[:3]]
+    pool = build_pool(other, tmp_path / "pool")
+    with pytest.raises(ValueError, match="covers none of the 48 problems"):
+        datamodule(pool=str(pool))
+
+
+def test_only_prompts_the_pool_covers_are_trained_on(tmp_path):
+    pool = build_pool(load_problems()[:4], tmp_path / "pool")
+    dm = datamodule(pool=str(pool))
+    assert {p.id for p in dm.train_problems} == {p.id for p in load_problems()[:4]}
+
+
+def test_pool_graded_with_other_reward_weights_is_refused(tmp_path):
+    from pgrpo.env import RewardConfig
+
+    pool = build_pool(load_problems()[:2], tmp_path / "pool", reward=RewardConfig(0.5, 3.0))
+    with pytest.raises(ValueError, match="graded with reward"):
+        datamodule(pool=str(pool))
+
+
+def test_pool_prompt_that_is_not_a_prefix_of_the_live_prompt_is_an_error(tmp_path, monkeypatch):
+    import pgrpo.data as data
+
+    pool = build_pool(load_problems()[:2], tmp_path / "pool")
+    dm = datamodule(pool=str(pool), prompts_per_step=2)
+    # the prompt template changed after the pool was built
+    monkeypatch.setattr(data, "build_messages", lambda p: [{"role": "user", "content": "Solve: " + p.statement}])
+    with pytest.raises(ValueError, match="not a prefix of the live prompt"):
+        dm.batch(0)
