@@ -102,6 +102,11 @@ TOOLS = {"selfcheck": selfcheck, "build-pool": build_pool, "extract": extract}
 
 
 class PGRPOCLI(LightningCLI):
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        # GRPO here has no validation/test/predict loop: training is the one Trainer command
+        return {"fit": LightningCLI.subcommands()["fit"]}
+
     def add_arguments_to_parser(self, parser) -> None:
         # always-on callbacks get their own config sections, so trainer.callbacks stays free for optional ones
         parser.add_lightning_class_args(HackMetricsLogger, "metrics")

@@ -20,7 +20,7 @@ from torch import Tensor
 from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter, capture_row_grads, knobs_zeroed, merged_for_generation
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
-from pgrpo.env import MODES, RewardConfig, grade_batch
+from pgrpo.env import MODES, GradeResult, RewardConfig, grade_batch
 from pgrpo.basis import ExtractionConfig, load_or_extract_basis
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
@@ -52,6 +52,16 @@ class OptimConfig:
     betas: tuple[float, float] = (0.9, 0.99)
     warmup_steps: int = 0
     max_grad_norm: float | None = 1.0
+
+
+@dataclass
+class Samples:
+    """The student's completions of one step, row r = prompt r // G_s."""
+
+    prompt_ids: list[list[int]]
+    completions: list[list[int]]  # cut after the first EOS (kept)
+    clipped: list[bool]  # no EOS within max_new_tokens
+    texts: list[str]
 
 
 @dataclass
@@ -162,7 +172,11 @@ class ProjectedGRPO(L.LightningModule):
     def training_step(self, batch: list[PromptGroup], batch_idx: int) -> dict:
         timer = _Timer()
         if self._rollouts is None or self.global_step % self.hparams.num_iterations == 0:
-            self._rollouts = self.make_rollouts(batch, timer)  # generate → grade → teacher rows → advantages
+            with timer("generate"):
+                students = self.generate(batch)  # every prompt's G_s samples in one batched call
+            with timer("grade"):
+                grades = self.grade(batch, students)  # sandboxed, in parallel
+            self._rollouts = self.assemble(batch, students, grades)  # + teacher rows → rewards → advantages
         ro = self._rollouts
         opt, sched = self.optimizers(), self.lr_schedulers()
         lr = sched.get_last_lr()[0]
@@ -179,7 +193,7 @@ class ProjectedGRPO(L.LightningModule):
             opt.step()
             proj |= self.project_knob_update(before)
             sched.step()
-        return {
+        return {  # logged by the callbacks
             "metrics": {
                 **ro.stats, **loss_stats, **proj, "loss": loss, "grad_norm": grad_norm, "lr": lr,
                 **self.knob_norms(), **{f"time/{k}": v for k, v in timer.seconds.items()},
@@ -187,33 +201,38 @@ class ProjectedGRPO(L.LightningModule):
             "samples": ro.samples,
         }
 
-    def make_rollouts(self, groups: list[PromptGroup], timer: "_Timer") -> Rollouts:
+    def generate(self, groups: list[PromptGroup]) -> Samples:
         g = self.generation
-        with timer("generate"), merged_for_generation(self.adapter):
+        with merged_for_generation(self.adapter):  # δ folded into the weights: base-model speed
             prompt_ids, completions, clipped = sample(
                 self.policy, self.tokenizer, [grp.prompt for grp in groups], groups[0].n_student,
                 g.max_new_tokens, g.temperature, g.top_p,
             )
-        n_s = groups[0].n_student
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
-        with timer("grade"):
-            grades = grade_batch(
-                [(grp.problem, texts[i * n_s + j]) for i, grp in enumerate(groups) for j in range(n_s)],
-                reward=self.reward, timeout_s=self.hparams.grade_timeout,
-            )
-        # group by group: G_s student rows, then the group's G_t cached teacher rows
+        return Samples(prompt_ids, completions, clipped, texts)
+
+    def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
+        n_s = groups[0].n_student
+        return grade_batch(
+            [(grp.problem, students.texts[i * n_s + j]) for i, grp in enumerate(groups) for j in range(n_s)],
+            reward=self.reward, timeout_s=self.hparams.grade_timeout,
+        )
+
+    def assemble(self, groups: list[PromptGroup], students: Samples, grades: list[GradeResult]) -> Rollouts:
+        """Each group: its G_s graded student rows then its G_t cached teacher rows, packed, with advantages."""
+        n_s = groups[0].n_student
         rows_prompt, rows_completion, is_student, exploited, rewards = [], [], [], [], []
         eos = self.tokenizer.eos_token_id
         for i, grp in enumerate(groups):
             group_rewards = []
-            for j in range(n_s):
-                rows_prompt.append(prompt_ids[i * n_s + j])
-                rows_completion.append(completions[i * n_s + j])
+            for j in range(i * n_s, (i + 1) * n_s):
+                rows_prompt.append(students.prompt_ids[j])
+                rows_completion.append(students.completions[j])
                 is_student.append(True)
-                exploited.append(grades[i * n_s + j].exploited)
-                group_rewards.append(grades[i * n_s + j].reward)
+                exploited.append(grades[j].exploited)
+                group_rewards.append(grades[j].reward)
             for row in grp.teacher:
-                rows_prompt.append(prompt_ids[i * n_s])
+                rows_prompt.append(students.prompt_ids[i * n_s])
                 rows_completion.append(self.tokenizer(row.completion, add_special_tokens=False)["input_ids"] + [eos])
                 is_student.append(False)
                 exploited.append(row.exploited)
@@ -223,24 +242,23 @@ class ProjectedGRPO(L.LightningModule):
         advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale)
         packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
         packed = Packed(*(t.to(self.device) for t in (packed.input_ids, packed.attention_mask, packed.completion_mask)))
-        is_student_t = torch.tensor(is_student, device=self.device)
         old_logp = ref_logp = None
         with torch.no_grad():
             if self.hparams.num_iterations > 1:
-                old_logp = self.logprobs(packed)
+                old_logp = self.logprobs(packed)  # π_old: the sampling policy, before any update on this batch
             if self.loss_cfg.beta > 0:
                 # the free reference model: same weights with the knobs at zero (merged: base-model speed)
                 with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
                     ref_logp = self.logprobs(packed)
-        stats = grading_stats(groups, grades, completions, clipped, rewards_t, zero_std)
+        stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std)
         samples = [
             {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
-             "completion": texts[i], **grades[i].to_dict()}
-            for i in range(min(4, len(texts)))
+             "completion": students.texts[i], **grades[i].to_dict()}
+            for i in range(min(4, len(grades)))
         ]
-        return Rollouts(packed, is_student_t, torch.tensor(exploited, device=self.device),
-                        advantages.flatten().to(self.device), rewards_t, zero_std,
-                        old_logp, ref_logp, stats, samples)
+        return Rollouts(packed, torch.tensor(is_student, device=self.device),
+                        torch.tensor(exploited, device=self.device), advantages.flatten().to(self.device),
+                        rewards_t, zero_std, old_logp, ref_logp, stats, samples)
 
     def logprobs(self, packed: Packed, with_entropy: bool = False):
         logp, entropy = token_logprobs(self.policy, packed.input_ids, packed.attention_mask, packed.completion_len,
@@ -253,7 +271,7 @@ class ProjectedGRPO(L.LightningModule):
         live = (~ro.zero_std).repeat_interleave(group_size).to(self.device)  # zero-variance groups are skipped
         index = live.nonzero().flatten()
         total_rows = ro.rewards.numel()  # Dr.GRPO's fixed denominator counts every row of the step
-        loss_sum, kl_sum, stats_sum = torch.zeros((), device=self.device), 0.0, {}
+        loss_sum, stats_sum = torch.zeros((), device=self.device), {}
         chunk = self.hparams.micro_batch_size or max(1, len(index))
         with capture_row_grads(self.adapter) as captured:
             for start in range(0, len(index), chunk):
