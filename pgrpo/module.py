@@ -75,7 +75,7 @@ class Rollouts:
     rewards: Tensor  # (P, G)
     zero_std: Tensor  # (P,) bool
     old_logp: Tensor | None  # (B, T_c) logprobs at sampling time; None when num_iterations == 1
-    ref_logp: Tensor | None  # (B, T_c) under the zeroed knobs; None when beta == 0
+    ref_logp: Tensor | None  # (B, T_c) under the zeroed knobs
     stats: dict[str, float]  # grading / generation numbers of this batch
     samples: list[dict]  # a few student completions with their grades, for the text log
 
@@ -242,14 +242,14 @@ class ProjectedGRPO(L.LightningModule):
         advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale)
         packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
         packed = Packed(*(t.to(self.device) for t in (packed.input_ids, packed.attention_mask, packed.completion_mask)))
-        old_logp = ref_logp = None
+        old_logp = None
         with torch.no_grad():
             if self.hparams.num_iterations > 1:
                 old_logp = self.logprobs(packed)  # π_old: the sampling policy, before any update on this batch
-            if self.loss_cfg.beta > 0:
-                # the free reference model: same weights with the knobs at zero (merged: base-model speed)
-                with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
-                    ref_logp = self.logprobs(packed)
+            # the free reference model: same weights with the knobs at zero (merged: base-model speed);
+            # measured even at beta = 0 so that `kl` shows how far the policy has drifted
+            with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
+                ref_logp = self.logprobs(packed)
         stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std)
         samples = [
             {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
