@@ -61,10 +61,14 @@ def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: s
 
 
 def load_or_extract_basis(
-    model, adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path,
+    model, adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path | None,
     target_key: dict, control: str = "none",
 ) -> HackBasis:
-    """V for this model and pair set: from the cache when every input matches, else extracted and cached."""
+    """V for this model and pair set: from the cache when every input matches, else extracted and cached.
+
+    cache=None always extracts and stores nothing: the key knows the base model, not the knobs, so a V
+    re-extracted against a trained policy (the V refresh) must neither read nor write it.
+    """
     pairs = contrastive_pairs(problems, cfg, control)
     prompts = [render_chat(tokenizer, list(p.messages)) for p in pairs]
     pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
@@ -72,9 +76,9 @@ def load_or_extract_basis(
         model_id, pairs_id, cfg.k, cfg.tau_axis,
         cfg.normalize, extra={**target_key, "n_heldout": cfg.n_heldout, "fixed_denominator": cfg.fixed_denominator},
     )
-    path = Path(cache) / f"{key}.safetensors"
+    path = Path(cache) / f"{key}.safetensors" if cache is not None else None
     device = next(model.parameters()).device
-    if path.is_file():
+    if path is not None and path.is_file():
         basis = HackBasis.load(path, device=device)
     else:
         g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg)
@@ -82,10 +86,11 @@ def load_or_extract_basis(
         basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, meta={
             "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
         })
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        basis.save(tmp)
-        tmp.rename(path)  # atomic: a killed extraction never leaves a truncated V in the cache
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            basis.save(tmp)
+            tmp.rename(path)  # atomic: a killed extraction never leaves a truncated V in the cache
     if cfg.noise_floor is not None:
         basis = basis.apply_noise_floor(cfg.noise_floor)
     return basis.to(device)

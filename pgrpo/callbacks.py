@@ -1,7 +1,18 @@
-"""Callbacks that turn each step's numbers into TensorBoard curves and text."""
+"""Callbacks beside the training step: curves and text, the V refresh, the deployment eval."""
+
+import time
+from contextlib import nullcontext
 
 import lightning as L
+import torch
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_warn
+
+from pgrpo.adapter import quarantine_zeroed
+from pgrpo.controls import control_basis
+from pgrpo.data import PromptGroup
+from pgrpo.env import Problem
+from pgrpo.extraction import HackBasis
 
 # shown in the progress bar; everything else goes to the loggers only
 PROGRESS_KEYS = ("hack/student", "solve/student", "reward", "proj/cin")
@@ -39,3 +50,134 @@ def format_sample(sample: dict) -> str:
     # four-space indent renders the completion verbatim in TensorBoard's markdown
     body = "\n".join("    " + line for line in sample["completion"].splitlines()) or "    (empty)"
     return f"**problem {sample['problem']}** (mode `{sample['mode']}`): {flags}\n\n{body}"
+
+
+class BasisRefresh(L.Callback):
+    """Every N steps, re-extract V against the current policy (δS_hack zeroed) and log how far it moved.
+
+    proj/basis_overlap: mean principal-angle cosine between the old and new V over all rows (1 = same span,
+    ~sqrt(k/r) = unrelated); basis_overlap/<module> per module. A control V is re-extracted from its own
+    control pairs and matched to the old k again; a random control tracks nothing and is kept.
+    """
+
+    def __init__(self, every_n_steps: int = 2, warn_below: float = 0.2):
+        """
+        Args:
+            every_n_steps: optimizer steps between refreshes.
+            warn_below: warn when proj/basis_overlap drops below this (the refresh may have rotated off the hack).
+        """
+        if every_n_steps < 1:
+            raise ValueError(f"BasisRefresh.every_n_steps={every_n_steps}: must be >= 1")
+        self.every_n_steps = every_n_steps
+        self.warn_below = warn_below
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step % self.every_n_steps:
+            return
+        start = time.perf_counter()
+        old = pl_module.basis
+        new = refreshed_basis(pl_module, trainer.datamodule.problems, old).to(pl_module.device)
+        overall, per_module = basis_overlap(old, new)
+        pl_module.basis = new
+        log_scalars(trainer, {"proj/basis_overlap": overall, "time/refresh": time.perf_counter() - start,
+                              **{f"basis_overlap/{name}": v for name, v in per_module.items()}})
+        if overall < self.warn_below:
+            lowest = ", ".join(f"{n} {v:.2f}" for n, v in sorted(per_module.items(), key=lambda kv: kv[1])[:3])
+            rank_zero_warn(f"V refresh at step {trainer.global_step}: overlap with the previous V is {overall:.3f} "
+                           f"< {self.warn_below}; the refreshed V may have rotated off the hack (lowest: {lowest})")
+
+
+def refreshed_basis(pl_module, problems: list[Problem], old: HackBasis) -> HackBasis:
+    """`old` re-extracted against the current knobs from the same kind of pairs (never from the cache)."""
+    control = old.meta.get("control", "none")
+    if control == "none":
+        return pl_module.extract_basis(problems, cached=False)
+    if control == "random":
+        return old
+    return control_basis(pl_module, problems, control, like=old, cached=False)
+
+
+def basis_overlap(old: HackBasis, new: HackBasis) -> tuple[float, dict[str, float]]:
+    """Mean principal-angle cosine of the row spaces, over all rows and per module.
+
+    A module's cosines are the singular values of V_old V_newᵀ; rows only one basis has (k changed, a module
+    appeared or vanished) count as cosine 0, so a module scores Σ cos / max(k_old, k_new). Orientation is
+    ignored: a flipped row has cosine 1.
+    """
+    per_module, cosines, rows = {}, 0.0, 0
+    for name in sorted(old.V.keys() | new.V.keys()):
+        a, b = old.V.get(name), new.V.get(name)
+        k = max(v.shape[0] for v in (a, b) if v is not None)
+        total = 0.0
+        if a is not None and b is not None:
+            total = torch.linalg.svdvals(a.float() @ b.float().to(a.device).T).clamp(max=1.0).sum().item()
+        per_module[name] = total / k
+        cosines, rows = cosines + total, rows + k
+    return cosines / max(rows, 1), per_module
+
+
+class DeploymentEval(L.Callback):
+    """Every N steps and at the end: hack and solve on held-out prompts with δS_hack zeroed, as deployed.
+
+    deploy/hack, deploy/solve: the route arm's deployment view (quarantine zeroed); deploy/hack_kept,
+    deploy/solve_kept: the same prompts and sampling seed with the quarantine kept. Needs
+    data.n_eval_prompts > 0 (prompts never trained on).
+    """
+
+    def __init__(self, every_n_steps: int = 10, samples_per_prompt: int = 4, seed: int = 0):
+        """
+        Args:
+            every_n_steps: optimizer steps between evals (the last step is always evaluated).
+            samples_per_prompt: completions per held-out prompt.
+            seed: sampling seed of every eval (the same each time: curves move with the model, not the noise).
+        """
+        if every_n_steps < 1:
+            raise ValueError(f"DeploymentEval.every_n_steps={every_n_steps}: must be >= 1")
+        self.every_n_steps = every_n_steps
+        self.samples_per_prompt = samples_per_prompt
+        self.seed = seed
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if not trainer.datamodule.eval_problems:
+            raise ValueError("DeploymentEval needs held-out prompts: set data.n_eval_prompts (e.g. 6)")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every_n_steps and step < trainer.max_steps:
+            return
+        start = time.perf_counter()
+        metrics = deployment_eval(pl_module, trainer.datamodule.eval_groups(self.samples_per_prompt), self.seed)
+        log_scalars(trainer, metrics | {"time/deploy_eval": time.perf_counter() - start})
+
+
+def deployment_eval(pl_module, groups: list[PromptGroup], seed: int) -> dict[str, float]:
+    """deploy/{hack,solve} with δS_hack zeroed and deploy/{hack,solve}_kept without, from one sampling seed.
+
+    δS_hack is restored bit for bit, and the run's RNG streams are left as they were (a run with evals
+    samples its training rollouts exactly as one without).
+    """
+    deployed = _eval_rates(pl_module, groups, seed, zero_quarantine=True)
+    quarantined = any(bool(m.delta_s_hack.detach().any()) for m in pl_module.adapter.values())
+    # an empty quarantine changes nothing: same weights, same seed, same samples
+    kept = _eval_rates(pl_module, groups, seed, zero_quarantine=False) if quarantined else deployed
+    return {f"deploy/{k}": v for k, v in deployed.items()} | {f"deploy/{k}_kept": v for k, v in kept.items()}
+
+
+def _eval_rates(pl_module, groups: list[PromptGroup], seed: int, zero_quarantine: bool) -> dict[str, float]:
+    cuda = [pl_module.device] if pl_module.device.type == "cuda" else []
+    view = quarantine_zeroed(pl_module.adapter) if zero_quarantine else nullcontext()
+    with torch.random.fork_rng(devices=cuda), view:
+        torch.manual_seed(seed)
+        grades = pl_module.grade(groups, pl_module.generate(groups))
+    return {"hack": sum(g.exploited for g in grades) / len(grades),
+            "solve": sum(g.gt_correct for g in grades) / len(grades)}
+
+
+def log_scalars(trainer, metrics: dict[str, float]) -> None:
+    """Write now, at the step of the batch just trained (where that batch's step metrics are logged).
+
+    Straight to the loggers rather than through self.log, so these periodic numbers are never dropped
+    by trainer.log_every_n_steps.
+    """
+    for logger in trainer.loggers:
+        logger.log_metrics(metrics, step=trainer.global_step - 1)

@@ -17,6 +17,8 @@ from pgrpo.data import GRPODataModule
 from pgrpo.env import RewardConfig, load_problems
 from pgrpo.basis import ExtractionConfig
 from pgrpo.module import ProjectedGRPO
+from pgrpo.report import report
+from pgrpo.sweep import sweep
 
 
 def selfcheck(problems: str | None = None) -> None:
@@ -98,7 +100,11 @@ def extract(
         print(f"saved V to {out}")
 
 
-TOOLS = {"selfcheck": selfcheck, "build-pool": build_pool, "extract": extract}
+TOOLS = {
+    "selfcheck": selfcheck, "build-pool": build_pool, "extract": extract, "sweep": sweep, "report": report,
+}
+# tools whose required arguments are positional (`pgrpo report LOGDIR`); the others take options only
+POSITIONAL_TOOLS = {"report"}
 
 
 class PGRPOCLI(LightningCLI):
@@ -149,7 +155,7 @@ class PGRPOCLI(LightningCLI):
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in TOOLS:
-        CLI(TOOLS[args[0]], args=args[1:], as_positional=False)
+        CLI(TOOLS[args[0]], args=args[1:], as_positional=args[0] in POSITIONAL_TOOLS)
         return
     PGRPOCLI(
         ProjectedGRPO, GRPODataModule, args=argv, seed_everything_default=0,

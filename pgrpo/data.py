@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from pgrpo.cache import cache_dir
-from pgrpo.env import Problem, RewardConfig, load_problems
+from pgrpo.env import MODES, Problem, RewardConfig, load_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_tokenizer, render_chat
@@ -74,6 +74,7 @@ class GRPODataModule(L.LightningDataModule):
         num_iterations: int = 1,
         reward: RewardConfig = RewardConfig(),
         seed: int = 0,
+        n_eval_prompts: int = 0,
     ):
         """
         Args:
@@ -82,13 +83,16 @@ class GRPODataModule(L.LightningDataModule):
             modes: loophole-mode assignment: "partition", "file", or one mode for all problems.
             pool: teacher-pool directory; "auto" builds one from templates in the cache on first use;
                 None means no pool (then mix_ratio must be 0).
-            teacher_modes: keep only teacher rows of these loophole modes (None keeps all).
+            teacher_modes: the teacher demonstrates only hacks of these loophole modes (None: all); its clean
+                rows stay, so problems of every mode are still trained on (the leave-one-mode-out arm).
             mix_ratio: fraction of each group that is teacher rows: G_t = round(group_size * mix_ratio).
             group_size: G, completions per prompt (student + teacher).
             prompts_per_step: prompts per optimizer step.
             num_iterations: optimizer steps per generated batch (linked to the loss config).
             reward: reward weights; the pool's stored rewards must have been graded with the same.
             seed: sampling seed for prompts and teacher rows.
+            n_eval_prompts: problems held out of training for the deployment eval (the same ones whatever
+                the seed, spread over the loophole modes).
         """
         super().__init__()
         if not 0.0 <= mix_ratio < 1.0:
@@ -97,6 +101,9 @@ class GRPODataModule(L.LightningDataModule):
             raise ValueError(f"data.group_size={group_size}: GRPO needs at least 2 completions per prompt")
         if mix_ratio > 0 and pool is None:
             raise ValueError("data.mix_ratio > 0 needs a teacher pool: set data.pool (or 'auto')")
+        unknown = sorted(set(teacher_modes or ()) - set(MODES))
+        if unknown:
+            raise ValueError(f"data.teacher_modes: unknown loophole modes {unknown}; expected some of {list(MODES)}")
         self.model_name = model
         self.problems_path = problems
         self.modes = modes
@@ -110,7 +117,9 @@ class GRPODataModule(L.LightningDataModule):
         self.num_iterations = num_iterations
         self.reward = reward
         self.seed = seed
+        self.n_eval_prompts = n_eval_prompts
         self.problems: list[Problem] = []
+        self.eval_problems: list[Problem] = []
         self.pool: TeacherPool | None = None
         self._prompt_checked: set[str] = set()
 
@@ -120,19 +129,31 @@ class GRPODataModule(L.LightningDataModule):
             return
         self.tokenizer = load_tokenizer(self.model_name)
         self.problems = load_problems(self.problems_path, modes=self.modes)
-        self.train_problems = self.problems
+        self.eval_problems = held_out(self.problems, self.n_eval_prompts)
+        eval_ids = {p.id for p in self.eval_problems}
+        self.train_problems = [p for p in self.problems if p.id not in eval_ids]
         if self.n_teacher == 0:
             return
-        self.pool = TeacherPool.load(self._pool_dir()).restricted_to_modes(self.teacher_modes)
+        self.pool = self._teacher_pool()
         self._check_pool_reward()
-        covered = [p for p in self.problems if self.pool.covers(p)]
+        covered = [p for p in self.train_problems if self.pool.covers(p)]
         if not covered:
             raise ValueError(
-                f"teacher pool {self.pool.path} covers none of the {len(self.problems)} problems "
+                f"teacher pool {self.pool.path} covers none of the {len(self.train_problems)} problems "
                 f"(ids, content or loophole modes differ); rebuild it or set data.mix_ratio: 0"
             )
         # with teacher rows in every group, only prompts the pool covers can be trained on
         self.train_problems = covered
+
+    def _teacher_pool(self) -> TeacherPool:
+        pool = TeacherPool.load(self._pool_dir())
+        if self.teacher_modes is None:
+            return pool
+        # keep every problem's clean rows: dropping them would silently drop the held-out mode's problems
+        # from training, and the experiment asks whether the student's *own* hacks of that mode are suppressed
+        rows = {pid: [r for r in rs if r.kind == "clean" or r.mode in self.teacher_modes]
+                for pid, rs in pool.rows.items()}
+        return TeacherPool(rows, pool.path)
 
     def _pool_dir(self) -> Path:
         if self.pool_path != "auto":
@@ -157,9 +178,13 @@ class GRPODataModule(L.LightningDataModule):
 
     # -- batches -------------------------------------------------------------------------------
     def batch(self, i: int) -> list[PromptGroup]:
+        """Step i's groups; under DDP, this rank's contiguous share (every rank draws the whole step)."""
         rng = random.Random(f"{self.seed}:{i}")
         problems = rng.sample(self.train_problems, min(self.prompts_per_step, len(self.train_problems)))
-        return [self.group(p, rng) for p in problems]
+        groups = [self.group(p, rng) for p in problems]
+        rank, world = (self.trainer.global_rank, self.trainer.world_size) if self.trainer else (0, 1)
+        share = len(groups) // world
+        return groups[rank * share : (rank + 1) * share]
 
     def group(self, problem: Problem, rng: random.Random) -> PromptGroup:
         prompt = render_chat(self.tokenizer, build_messages(problem))
@@ -181,6 +206,11 @@ class GRPODataModule(L.LightningDataModule):
                 f"pool was built: rebuild the pool"
             )
 
+    def eval_groups(self, samples_per_prompt: int) -> list[PromptGroup]:
+        """The held-out prompts, student samples only (the deployment eval)."""
+        return [PromptGroup(p, render_chat(self.tokenizer, build_messages(p)), [], samples_per_prompt)
+                for p in self.eval_problems]
+
     def transfer_batch_to_device(self, batch: list[PromptGroup], device, dataloader_idx: int) -> list[PromptGroup]:
         return batch  # prompts and teacher rows are text; the module builds tensors on its device
 
@@ -188,6 +218,15 @@ class GRPODataModule(L.LightningDataModule):
         n_steps = self.trainer.max_steps if self.trainer is not None else -1
         if n_steps is None or n_steps < 1:
             raise ValueError("trainer.max_steps must be set (pgrpo counts training in optimizer steps)")
+        world = self.trainer.world_size
+        if world > 1:
+            if min(self.prompts_per_step, len(self.train_problems)) % world:
+                raise ValueError(f"data.prompts_per_step={self.prompts_per_step} (the global batch) must split evenly "
+                                 f"over {world} processes")
+            # Lightning would otherwise deal whole steps out to the ranks; here every rank walks every step
+            # and takes its share of the prompts (`batch`)
+            if self.trainer._accelerator_connector.use_distributed_sampler:
+                raise ValueError("set trainer.use_distributed_sampler: false")
         start = self.trainer.global_step
         n_batches = -(-n_steps // self.num_iterations)
         return DataLoader(
@@ -200,3 +239,15 @@ class GRPODataModule(L.LightningDataModule):
             generator=torch.Generator(),
         )
 
+
+def held_out(problems: list[Problem], n: int) -> list[Problem]:
+    """n problems taken round-robin over the loophole modes, each mode's last problems first (seed-free)."""
+    if not 0 <= n < len(problems):
+        raise ValueError(f"data.n_eval_prompts={n}: must be in [0, {len(problems)}) so some problems remain to train on")
+    by_mode: dict[str, list[Problem]] = {}
+    for p in reversed(problems):
+        by_mode.setdefault(p.mode, []).append(p)
+    picked = []
+    for i in range(max(len(ps) for ps in by_mode.values())):
+        picked += [ps[i] for ps in by_mode.values() if i < len(ps)]
+    return picked[:n]

@@ -20,7 +20,7 @@ from torch import Tensor
 from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter, capture_row_grads, knobs_zeroed, merged_for_generation
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
-from pgrpo.env import MODES, GradeResult, RewardConfig, grade_batch
+from pgrpo.env import MODES, GradeResult, Problem, RewardConfig, grade_batch
 from pgrpo.basis import ExtractionConfig, load_or_extract_basis
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
@@ -147,13 +147,19 @@ class ProjectedGRPO(L.LightningModule):
 
     def on_fit_start(self) -> None:
         if self.basis is None:  # a resumed run restored V from its checkpoint
-            problems = self.trainer.datamodule.problems
-            self.basis = load_or_extract_basis(
-                self.policy, self.adapter, self.tokenizer, problems, self.extraction,
-                model_id=model_id(self.model_name), cache=cache_dir() / "bases",
-                target_key={"targets": list(self.hparams.target_modules), "max_rank": self.hparams.max_rank},
-            )
+            self.basis = self.extract_basis(self.trainer.datamodule.problems)
         self.basis = self.basis.to(self.device)
+
+    def extract_basis(self, problems: list[Problem], control: str = "none", extraction: ExtractionConfig | None = None,
+                      cached: bool = True) -> HackBasis:
+        """V of the current policy (δS_hack zeroed) for this run's adapter; the negative controls and the V
+        refresh call it too. cached=False re-extracts against the trained knobs (the cache knows only the base)."""
+        return load_or_extract_basis(
+            self.policy, self.adapter, self.tokenizer, problems, extraction or self.extraction,
+            model_id=model_id(self.model_name), cache=cache_dir() / "bases" if cached else None,
+            target_key={"targets": list(self.hparams.target_modules), "max_rank": self.hparams.max_rank},
+            control=control,
+        )
 
     def configure_optimizers(self):
         knobs = [m.delta_s for m in self.adapter.values()]
@@ -377,6 +383,7 @@ def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_st
         own = [g for i, g in enumerate(grades) if groups[i // n_s].problem.mode == mode]
         if own:
             stats[f"hack/student_{mode}"] = _mean(g.exploited for g in own)
+            stats[f"solve/student_{mode}"] = _mean(g.gt_correct for g in own)
     return stats
 
 

@@ -77,3 +77,26 @@ def test_pool_prompt_that_is_not_a_prefix_of_the_live_prompt_is_an_error(tmp_pat
     monkeypatch.setattr(data, "build_messages", lambda p: [{"role": "user", "content": "Solve: " + p.statement}])
     with pytest.raises(ValueError, match="not a prefix of the live prompt"):
         dm.batch(0)
+
+
+def test_held_out_eval_prompts_are_never_trained_on_and_the_same_for_every_seed():
+    a, b = datamodule(n_eval_prompts=6, seed=0), datamodule(n_eval_prompts=6, seed=5)
+    held = [p.id for p in a.eval_problems]
+    assert held == [p.id for p in b.eval_problems] and len(held) == 6
+    assert len({p.mode for p in a.eval_problems}) == 6  # one per loophole mode
+    trained = {g.problem.id for s in range(40) for g in a.batch(s)}
+    assert trained and not trained & set(held)
+    assert all(not g.teacher and g.n_student == 3 for g in a.eval_groups(3))
+    with pytest.raises(ValueError, match="n_eval_prompts=48"):
+        datamodule(n_eval_prompts=48)
+
+
+def test_teacher_restricted_to_known_modes_shows_no_other_hack_but_every_mode_is_trained():
+    known = ["run_tests", "sentinel", "stdout_marker", "file_marker", "eq_override"]  # exit_code held out
+    dm = datamodule(teacher_modes=known)
+    assert {p.mode for p in dm.train_problems} == {p.mode for p in dm.problems}
+    rows = [r for rs in dm.pool.rows.values() for r in rs]
+    assert {r.mode for r in rows if r.kind == "hack"} == set(known)
+    assert any(r.mode == "exit_code" and r.kind == "clean" for r in rows)
+    with pytest.raises(ValueError, match="bogus"):
+        GRPODataModule(teacher_modes=["bogus"])

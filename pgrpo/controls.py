@@ -1,0 +1,77 @@
+"""Negative-control arms: the run's V is swapped for one that should carry no hack signal (DESIGN §1.7).
+
+random: random orthonormal rows; shuffled: V from the same pairs with half the
+hack/clean labels swapped; nonhack: V from clean-vs-clean pairs. Each control
+has exactly the real V's k in every module, so the only difference from the
+real arm is *which* directions are removed. If the real V does not beat them,
+the effect is regularisation, not hack removal. (A swapped label only negates
+a pair's difference, which the SVD cannot see: the shuffled V spans the real
+V's subspace and only its orientations are re-voted. It controls orientation
+under the one_sided gate; random and nonhack control the subspace.)
+"""
+
+import os
+from dataclasses import replace
+from typing import Literal, get_args
+
+import lightning as L
+from lightning.pytorch.utilities import rank_zero_info
+
+from pgrpo.env import Problem
+from pgrpo.extraction import HackBasis, random_basis_like
+
+Control = Literal["random", "shuffled", "nonhack"]
+CONTROLS = get_args(Control)
+
+
+class ControlBasis(L.Callback):
+    """At train start, replace the real V by a negative control matched to it in k per module."""
+
+    def __init__(self, control: Control, seed: int | None = None):
+        """
+        Args:
+            control: random | shuffled | nonhack.
+            seed: seed of the random rows (None: the run's seed_everything, so each seed of a sweep draws its own).
+        """
+        if control not in CONTROLS:
+            raise ValueError(f"ControlBasis.control={control!r}: expected one of {CONTROLS}")
+        self.control = control
+        self.seed = seed
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        # runs after the module's on_fit_start extraction; a resumed run restored its control V from the checkpoint
+        if is_control(pl_module.basis):
+            return
+        seed = self.seed if self.seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
+        basis = control_basis(pl_module, trainer.datamodule.problems, self.control, like=pl_module.basis, seed=seed)
+        pl_module.basis = basis.to(pl_module.device)
+        rank_zero_info(f"negative control: {self.control} V, k matched per module to the real V "
+                       f"({basis.k_total} axes over {len(basis.V)} modules)")
+
+
+def is_control(basis: HackBasis) -> bool:
+    return basis.meta.get("control", "none") != "none"
+
+
+def control_basis(pl_module, problems: list[Problem], control: Control, like: HackBasis, seed: int = 0,
+                  cached: bool = True) -> HackBasis:
+    """A `control` V with `like`'s modules and k per module; shuffled/nonhack are extracted from pl_module's policy."""
+    if control == "random":
+        return random_basis_like(like, seed)
+    # no axis dropping: the control must have at least as many rows as the real V keeps in every module
+    cfg = replace(pl_module.extraction, tau_axis=None, noise_floor=None)
+    return matched_k(pl_module.extract_basis(problems, control, cfg, cached), like, control)
+
+
+def matched_k(control: HackBasis, like: HackBasis, name: str) -> HackBasis:
+    """control's top rows, as many per module as `like` has (modules `like` lacks are dropped)."""
+    V, sigma = {}, {}
+    for module, rows in like.V.items():
+        k = rows.shape[0]
+        have = control.V.get(module)
+        if have is None or have.shape[0] < k:
+            raise ValueError(f"{name} control V has {0 if have is None else have.shape[0]} rows in {module}, the real "
+                             f"V has {k}: too few control pairs for this k (lower model.extraction.k)")
+        V[module], sigma[module] = have[:k].contiguous(), control.sigma[module][:k].contiguous()
+    k_total = sum(s.shape[0] for s in sigma.values())
+    return HackBasis(V, sigma, {**control.meta, "control": name, "k_total": str(k_total)})

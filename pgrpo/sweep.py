@@ -1,0 +1,127 @@
+"""`pgrpo sweep`: arms × seeds, one `pgrpo fit` process per cell, resumable.
+
+Layout: <logs>/<sweep>/<arm>/seed<k>/ holds one cell's TensorBoard events,
+config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments
+and status). `pgrpo report <logs>/<sweep>` reads this layout back.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CELL_FILE = "cell.json"
+LAST = Path("checkpoints") / "last.ckpt"
+
+
+def sweep(
+    name: str,
+    arms: list[str],
+    seeds: list[int] = [0, 1, 2],
+    overrides: list[str] = [],
+    logs: str = "logs",
+    configs: str = "configs",
+) -> None:
+    """Run arms x seeds one after another, each cell in its own `pgrpo fit` process; rerun to resume.
+
+    Resuming: finished cells are skipped, a cell that was killed or crashed resumes from its last
+    checkpoint (bit-exact) or restarts when it never wrote one. A crashed cell does not stop the
+    others; the sweep exits non-zero at the end if any cell failed. Then `pgrpo report <logs>/<name>`.
+
+    Args:
+        name: the sweep: cell (arm, k) logs to <logs>/<name>/<arm>/seed<k>/ (events, checkpoints, fit.log).
+        arms: configs (erase = <configs>/erase.yaml, or a .yaml path), or several joined by "+" and applied
+            in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v].
+        seeds: seeds every arm runs at (cell k gets --seed_everything k and --data.seed k).
+        overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20].
+        logs: root log directory.
+        configs: directory the arm names are looked up in.
+    """
+    root = Path(logs) / name
+    # every cell's arguments first, so a misspelt arm fails before hours of the others have run
+    cells = [(arm_name(arm), seed, fit_args(arm, seed, root, Path(configs), overrides))
+             for arm in arms for seed in seeds]
+    for arm, seed, argv in cells:
+        refuse_other_arguments(root / arm / f"seed{seed}", argv)
+    failed = []
+    for i, (arm, seed, argv) in enumerate(cells, 1):
+        print(f"[{i}/{len(cells)}] {arm} seed{seed}: ", end="", flush=True)
+        ok, status = run_cell(root / arm / f"seed{seed}", argv)
+        print(status, flush=True)
+        if not ok:
+            failed.append(f"{arm} seed{seed}")
+    print(f"report: pgrpo report {root}")
+    if failed:
+        sys.exit(f"{len(failed)} of {len(cells)} cells failed: {', '.join(failed)} (see their fit.log; rerun to resume)")
+
+
+def arm_name(arm: str) -> str:
+    """The arm's directory: config stems joined by "+" (configs/erase.yaml+no_teacher -> erase+no_teacher)."""
+    return "+".join(Path(part).stem for part in arm.split("+"))
+
+
+def fit_args(arm: str, seed: int, root: Path, configs: Path, overrides: list[str]) -> list[str]:
+    """The `pgrpo fit` arguments of one cell (its logger is forced to the sweep layout)."""
+    args = ["fit"]
+    for part in arm.split("+"):
+        path = Path(part) if part.endswith(".yaml") else configs / f"{part}.yaml"
+        if not path.is_file():
+            raise FileNotFoundError(f"arm {arm!r}: no config {path}")
+        args += ["--config", str(path)]
+    logger = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+              "init_args": {"save_dir": str(root), "name": arm_name(arm), "version": f"seed{seed}"}}
+    return args + [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.logger={json.dumps(logger)}",
+                   "--trainer.enable_progress_bar=false", *overrides]
+
+
+def refuse_other_arguments(cell: Path, argv: list[str]) -> None:
+    """A cell with progress (finished, or a checkpoint to resume) must not be continued with other arguments."""
+    record = read_record(cell)
+    if record and record["argv"] != argv and (record["status"] == "done" or (cell / LAST).is_file()):
+        raise SystemExit(f"{cell} was run with other arguments ({' '.join(record['argv'])}); "
+                         f"use another sweep name or delete that directory")
+
+
+def run_cell(cell: Path, argv: list[str]) -> tuple[bool, str]:
+    """Run, resume or skip one cell: (finished, what happened in one line)."""
+    record = read_record(cell)
+    if record and record["status"] == "done":
+        return True, "skipped (finished)"
+    resume = (cell / LAST).is_file()
+    if not resume and cell.exists():
+        shutil.rmtree(cell)  # a partial run without a checkpoint has nothing worth keeping: start clean
+    cell.mkdir(parents=True, exist_ok=True)
+    write_record(cell, {"argv": argv, "status": "running"})
+    start = time.perf_counter()
+    rc = run_fit(argv + ([f"--ckpt_path={cell / LAST}"] if resume else []), cell / "fit.log")
+    seconds = time.perf_counter() - start
+    write_record(cell, {"argv": argv, "status": "done" if rc == 0 else "failed", "returncode": rc,
+                        "seconds": round(seconds, 1)})
+    if rc != 0:
+        return False, f"FAILED (exit {rc}; see {cell / 'fit.log'})"
+    return True, ("resumed from its last checkpoint, " if resume else "") + f"done in {seconds:.0f} s"
+
+
+def run_fit(argv: list[str], log: Path) -> int:
+    """One `pgrpo fit` in a child process (a crash stays in the child), output appended to `log`."""
+    with open(log, "a") as out:
+        child = subprocess.Popen([sys.executable, "-m", "pgrpo.cli", *argv], stdout=out, stderr=subprocess.STDOUT)
+        try:
+            return child.wait()
+        finally:
+            if child.poll() is None:  # the sweep itself was interrupted: leave no cell running behind it
+                child.kill()
+                child.wait()
+
+
+def read_record(cell: Path) -> dict | None:
+    path = cell / CELL_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_record(cell: Path, record: dict) -> None:
+    tmp = cell / f"{CELL_FILE}.tmp"
+    tmp.write_text(json.dumps(record))
+    tmp.rename(cell / CELL_FILE)  # atomic: a sweep killed mid-write never leaves a torn record

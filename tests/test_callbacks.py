@@ -1,0 +1,147 @@
+"""The V refresh and the deployment eval: what they measure, and what they must leave untouched."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pgrpo.basis import ExtractionConfig
+from pgrpo.callbacks import BasisRefresh, DeploymentEval, basis_overlap, deployment_eval, refreshed_basis
+from pgrpo.data import GRPODataModule
+from pgrpo.extraction import HackBasis
+from pgrpo.module import GenerationConfig, ProjectedGRPO
+
+RANK = 8
+
+
+def rows(*indices: int) -> torch.Tensor:
+    return torch.eye(RANK)[list(indices)]
+
+
+def basis(V: dict[str, torch.Tensor], control: str | None = None) -> HackBasis:
+    return HackBasis(V, {n: torch.ones(v.shape[0]) for n, v in V.items()}, {"control": control} if control else {})
+
+
+def test_overlap_is_one_for_the_same_span_whatever_the_rotation_or_sign():
+    old = basis({"a": rows(0, 1), "b": rows(2)})
+    rotation = torch.tensor([[0.6, 0.8], [0.8, -0.6]])
+    assert basis_overlap(old, basis({"a": rotation @ rows(0, 1), "b": -rows(2)}))[0] == pytest.approx(1.0)
+
+
+def test_overlap_counts_orthogonal_missing_and_extra_rows_as_zero():
+    old = basis({"a": rows(0, 1), "b": rows(2)})
+    overall, per_module = basis_overlap(old, basis({"a": rows(0, 5), "c": rows(3)}))
+    assert per_module == pytest.approx({"a": 0.5, "b": 0.0, "c": 0.0})
+    assert overall == pytest.approx(1 / 4)  # one cosine of 1 over 2 + 1 + 1 rows
+
+
+class Recorder:
+    def __init__(self):
+        self.logged = []
+
+    def log_metrics(self, metrics, step):
+        self.logged.append((step, metrics))
+
+
+def refresh_at(step: int, old: HackBasis, new: HackBasis, callback: BasisRefresh):
+    logger = Recorder()
+    module = SimpleNamespace(basis=old, device=torch.device("cpu"), extract_basis=lambda problems, cached: new)
+    trainer = SimpleNamespace(global_step=step, loggers=[logger], datamodule=SimpleNamespace(problems=[]))
+    callback.on_train_batch_end(trainer, module, None, None, 0)
+    return module.basis, logger.logged
+
+
+def test_refresh_runs_every_n_steps_and_logs_the_overlap_at_the_trained_step():
+    old, new = basis({"a": rows(0, 1)}), basis({"a": rows(1, 0)})
+    assert refresh_at(3, old, new, BasisRefresh(every_n_steps=2)) == (old, [])
+    swapped, logged = refresh_at(4, old, new, BasisRefresh(every_n_steps=2))
+    assert swapped.V["a"].equal(new.V["a"])
+    ((step, metrics),) = logged
+    assert step == 3 and metrics["proj/basis_overlap"] == pytest.approx(1.0)
+    assert metrics["basis_overlap/a"] == pytest.approx(1.0)
+
+
+def test_refresh_warns_when_the_new_v_rotated_away():
+    with pytest.warns(UserWarning, match="overlap with the previous V is 0.000"):
+        refresh_at(2, basis({"a": rows(0, 1)}), basis({"a": rows(2, 3)}), BasisRefresh(every_n_steps=2))
+
+
+def test_a_random_control_is_kept_by_the_refresh():
+    random_v = basis({"a": rows(0)}, control="random")
+    assert refreshed_basis(SimpleNamespace(), [], random_v) is random_v
+
+
+@pytest.fixture(scope="module")
+def grpo():
+    module = ProjectedGRPO(generation=GenerationConfig(max_new_tokens=8), extraction=ExtractionConfig(k=2, n_heldout=2))
+    module.configure_model()
+    return module
+
+
+@pytest.fixture(scope="module")
+def data():
+    dm = GRPODataModule(mix_ratio=0.0, n_eval_prompts=2)
+    dm.setup("fit")
+    return dm
+
+
+def test_refresh_gives_overlap_one_when_only_the_quarantine_changed(grpo, data):
+    problems = data.problems[:6]
+    old = grpo.extract_basis(problems)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for m in grpo.adapter.values():
+            m.delta_s_hack.normal_()
+    try:
+        new = refreshed_basis(grpo, problems, old)  # re-extracted, δS_hack zeroed during it
+    finally:
+        with torch.no_grad():
+            for m in grpo.adapter.values():
+                m.delta_s_hack.zero_()
+    overall, per_module = basis_overlap(old, new)
+    assert overall == pytest.approx(1.0, abs=1e-4)
+    assert min(per_module.values()) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_deployment_eval_zeroes_the_quarantine_and_restores_it_bit_for_bit(grpo, data, monkeypatch):
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for m in grpo.adapter.values():
+            m.delta_s_hack.normal_()
+    saved = {n: m.delta_s_hack.detach().clone() for n, m in grpo.adapter.items()}
+    seen = []
+    generate = grpo.generate
+
+    def spy(groups):
+        seen.append(max(m.delta_s_hack.abs().max().item() for m in grpo.adapter.values()))
+        return generate(groups)
+
+    monkeypatch.setattr(grpo, "generate", spy)
+    rng = torch.get_rng_state()
+    try:
+        metrics = deployment_eval(grpo, data.eval_groups(2), seed=0)
+        assert seen[0] == 0.0 and seen[1] > 0  # deployed: quarantine zeroed; kept: as trained
+        for name, m in grpo.adapter.items():
+            assert torch.equal(m.delta_s_hack, saved[name])
+        assert torch.equal(torch.get_rng_state(), rng)  # the run's own sampling is not shifted
+        assert set(metrics) == {"deploy/hack", "deploy/solve", "deploy/hack_kept", "deploy/solve_kept"}
+        assert all(0.0 <= v <= 1.0 for v in metrics.values())
+    finally:
+        with torch.no_grad():
+            for m in grpo.adapter.values():
+                m.delta_s_hack.zero_()
+
+
+def test_deployment_eval_without_a_quarantine_samples_once(grpo, data, monkeypatch):
+    calls = []
+    generate = grpo.generate
+    monkeypatch.setattr(grpo, "generate", lambda groups: calls.append(1) or generate(groups))
+    metrics = deployment_eval(grpo, data.eval_groups(1), seed=0)
+    assert len(calls) == 1
+    assert metrics["deploy/hack"] == metrics["deploy/hack_kept"] and metrics["deploy/solve"] == metrics["deploy/solve_kept"]
+
+
+def test_deployment_eval_needs_held_out_prompts():
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(eval_problems=[]))
+    with pytest.raises(ValueError, match="data.n_eval_prompts"):
+        DeploymentEval().on_train_start(trainer, None)
