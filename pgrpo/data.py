@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from pgrpo.cache import cache_dir
-from pgrpo.env import MODES, Problem, RewardConfig, load_problems
+from pgrpo.env import MODES, Problem, RewardConfig, clean_completion, hack_completion, load_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_tokenizer, render_chat
@@ -158,14 +159,21 @@ class GRPODataModule(L.LightningDataModule):
     def _pool_dir(self) -> Path:
         if self.pool_path != "auto":
             return Path(self.pool_path)
+        # the templates are part of the key: a pool built from older templates is not reused
+        templates = [[hack_completion(p, p.mode, v), clean_completion(p, v)] for p in self.problems for v in range(2)]
         key = hashlib.sha256(json.dumps(
-            [[p.fingerprint, p.mode] for p in self.problems] + [asdict(self.reward)]
+            [[p.fingerprint, p.mode] for p in self.problems] + [asdict(self.reward)] + templates
         ).encode()).hexdigest()[:16]
         path = cache_dir() / "pools" / key
         if not (path / "pool.json").is_file():
             tmp = path.with_name(f"{key}.tmp{os.getpid()}")
             build_pool(self.problems, tmp, reward=self.reward)
-            tmp.rename(path)  # atomic: a killed build never leaves a pool that looks complete
+            try:
+                tmp.rename(path)  # atomic: a killed build never leaves a pool that looks complete
+            except OSError:
+                if not (path / "pool.json").is_file():
+                    raise
+                shutil.rmtree(tmp)  # a concurrent run (a sweep cell) built the same pool first
         return path
 
     def _check_pool_reward(self) -> None:

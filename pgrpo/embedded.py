@@ -1,15 +1,19 @@
-"""The embedded default: a tiny Qwen3 model and a byte-level BPE tokenizer that pgrpo builds itself.
+"""The embedded default: a tiny pretrained Qwen3 coder and a byte-level BPE tokenizer that pgrpo builds itself.
 
 The machines have no model hub, so the project ships a recipe instead of weights.
 `build_embedded_default` turns the recipe into an ordinary Hugging Face checkpoint
-directory, and everything downstream loads it through `from_pretrained` like any
-real checkpoint. The build is deterministic, and `recipe_hash` covers everything
-that decides its bytes (constants, training corpus, library versions), so the
-cache directory it names is rebuilt whenever the recipe changes.
+directory (tokenizer, random init, then `pgrpo.pretrain` on chat-formatted
+problems: about 2.5 minutes on 2 cores), and everything downstream loads it
+through `from_pretrained` like any real checkpoint. The build is deterministic,
+and `recipe_hash` covers everything that decides its bytes (constants, corpora,
+the pretraining code, library versions), so the cache directory it names is
+rebuilt whenever the recipe changes.
 """
 
 import hashlib
+import inspect
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -23,9 +27,8 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config,
 
 from pgrpo.cache import cache_dir as default_cache_dir
 
-# Bump when a build step changes in a way the constants below do not capture
-# (e.g. when a pretraining step is added between init_model and saving).
-RECIPE_VERSION = 1
+# Bump when a build step changes in a way the constants and sources hashed below do not capture.
+RECIPE_VERSION = 2
 SEED = 0
 VOCAB_SIZE = 2048
 PAD_TOKEN, IM_START, EOS_TOKEN = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -45,6 +48,10 @@ MODEL_SHAPE = {
     "head_dim": 32,
     "max_position_embeddings": 2048,
 }
+# pgrpo.pretrain's run: 300 steps of 16 examples (about 2 epochs of its corpus)
+PRETRAIN = {"steps": 300, "lr": 6e-3, "batch_size": 16, "seed": SEED}
+# Tests build with a few steps: the mechanics under test do not depend on how well the base codes.
+PRETRAIN_STEPS_ENV = "PGRPO_PRETRAIN_STEPS"
 MARKER = "pgrpo_embedded.json"  # written last; a directory without it is not a finished build
 STALE_TMP_SECONDS = 3600  # a build takes seconds; an older temp dir belongs to a killed build
 
@@ -148,10 +155,26 @@ def training_corpus() -> list[str]:
     return corpus
 
 
+def pretrain_settings() -> dict:
+    """PRETRAIN, with the step count from $PGRPO_PRETRAIN_STEPS when set (a positive integer)."""
+    raw = os.environ.get(PRETRAIN_STEPS_ENV)
+    if raw is None:
+        return dict(PRETRAIN)
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"${PRETRAIN_STEPS_ENV}={raw!r}: must be a positive integer (pretraining steps)")
+    return PRETRAIN | {"steps": int(raw)}
+
+
 def recipe_hash() -> str:
     """Hash of everything that decides the build's bytes; names the cache directory."""
+    from pgrpo import pretrain
+    from pgrpo.env import exploits
+
     recipe = {
         "recipe_version": RECIPE_VERSION,
+        "pretrain": pretrain_settings(),
+        # the pretraining corpus is made by this code from the problems and the exploit templates
+        "pretrain_sources": [inspect.getsource(pretrain), inspect.getsource(exploits)],
         "seed": SEED,
         "vocab_size": VOCAB_SIZE,
         "special_tokens": SPECIAL_TOKENS,
@@ -210,12 +233,18 @@ def build_embedded_default(out_dir: Path) -> Path:
     corpus = training_corpus()
     tokenizer = build_tokenizer(corpus)
     model = init_model(tokenizer)
-    # A pretraining step slots in here (and bumps RECIPE_VERSION).
+    from pgrpo.pretrain import pretrain, pretraining_corpus
+
+    settings = pretrain_settings()
+    stats = pretrain(model, tokenizer, pretraining_corpus(tokenizer, settings["seed"]), settings["steps"],
+                     settings["lr"], settings["batch_size"], settings["seed"])
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     marker = {
         "recipe_version": RECIPE_VERSION,
         "recipe_hash": recipe_hash(),
+        "pretrain": settings | {"first_loss": stats.first_loss, "final_loss": stats.final_loss,
+                                "seconds": round(stats.seconds, 1)},
         "sha256": {name: _sha256(out_dir / name) for name in ("model.safetensors", "tokenizer.json")},
     }
     (out_dir / MARKER).write_text(json.dumps(marker, indent=2) + "\n")

@@ -182,7 +182,8 @@ class ProjectedGRPO(L.LightningModule):
                 students = self.generate(batch)  # every prompt's G_s samples in one batched call
             with timer("grade"):
                 grades = self.grade(batch, students)  # sandboxed, in parallel
-            self._rollouts = self.assemble(batch, students, grades)  # + teacher rows → rewards → advantages
+            with timer("assemble"):
+                self._rollouts = self.assemble(batch, students, grades)  # + teacher rows → rewards → advantages
         ro = self._rollouts
         opt, sched = self.optimizers(), self.lr_schedulers()
         lr = sched.get_last_lr()[0]

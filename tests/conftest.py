@@ -11,6 +11,18 @@ LEETCODE_JSONL = SHARED / "data" / "leetcode_medhard_dev.jsonl"
 
 
 @pytest.fixture(scope="session", autouse=True)
+def short_pretraining():
+    """The embedded default pretrains for 2 steps in tests (seconds, not minutes): what the tests check
+    (the trainer's mechanics, caching, determinism) does not depend on how well the base codes. The full
+    recipe is tested in tests/test_pretrain.py (marked slow)."""
+    from pgrpo.embedded import PRETRAIN_STEPS_ENV
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(PRETRAIN_STEPS_ENV, "2")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def pgrpo_cache(tmp_path_factory) -> Path:
     """Isolate the user's ~/.cache/pgrpo; a developer can reuse one with PGRPO_TEST_CACHE to go faster."""
     path = Path(os.environ.get("PGRPO_TEST_CACHE") or tmp_path_factory.mktemp("pgrpo_cache"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pgrpo.cli import main
+from pgrpo.cli import bare_flags_to_true, main
 from pgrpo.report import read_scalars
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,3 +108,12 @@ def test_sigkilled_run_resumes_from_last_checkpoint_and_matches_an_uninterrupted
     curve_b = read_scalars(broken / "erase" / "version_0")["hack/student"]
     # the killed process may have logged a step the resumed one repeats; the later value wins
     assert dict(curve_a) == dict(curve_b)
+
+
+def test_a_bare_bool_flag_of_a_tool_means_true():
+    def tool(json: bool = False, steps: int = 1) -> None: ...
+
+    assert bare_flags_to_true(tool, ["--json"]) == ["--json", "true"]
+    assert bare_flags_to_true(tool, ["--json", "--steps", "2"]) == ["--json", "true", "--steps", "2"]
+    assert bare_flags_to_true(tool, ["--json", "false"]) == ["--json", "false"]
+    assert bare_flags_to_true(tool, ["--steps", "2"]) == ["--steps", "2"]

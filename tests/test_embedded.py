@@ -1,3 +1,4 @@
+import json
 import os
 import sys
 import time
@@ -5,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import AutoConfig, AutoTokenizer
 
 from pgrpo import embedded
@@ -97,6 +99,28 @@ def test_recipe_hash_is_stable_and_tracks_the_recipe(monkeypatch: pytest.MonkeyP
     assert recipe_hash() == first
     monkeypatch.setattr(embedded, "RECIPE_VERSION", embedded.RECIPE_VERSION + 1)
     assert recipe_hash() != first
+
+
+def test_pretrain_steps_override_is_part_of_the_recipe(monkeypatch: pytest.MonkeyPatch):
+    short = recipe_hash()
+    monkeypatch.setenv(embedded.PRETRAIN_STEPS_ENV, "3")
+    assert embedded.pretrain_settings()["steps"] == 3 and recipe_hash() != short
+    monkeypatch.delenv(embedded.PRETRAIN_STEPS_ENV)
+    assert embedded.pretrain_settings() == embedded.PRETRAIN
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many"])
+def test_bad_pretrain_steps_override_is_refused(monkeypatch: pytest.MonkeyPatch, value: str):
+    monkeypatch.setenv(embedded.PRETRAIN_STEPS_ENV, value)
+    with pytest.raises(ValueError, match=embedded.PRETRAIN_STEPS_ENV):
+        embedded.pretrain_settings()
+
+
+def test_build_pretrains_the_initial_model(built: Path, tokenizer):
+    assert json.loads((built / MARKER).read_text())["pretrain"]["steps"] == 2
+    saved = load_file(built / "model.safetensors")
+    initial = embedded.init_model(tokenizer).state_dict()
+    assert not torch.equal(saved["model.embed_tokens.weight"], initial["model.embed_tokens.weight"])
 
 
 def test_cache_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
