@@ -102,6 +102,36 @@ def knob_parameters(modules: Mapping[str, SVDAdapterLinear]) -> list[nn.Paramete
     return [getattr(modules[name], knob) for name in sorted(modules) for knob in KNOB_NAMES]
 
 
+def all_reduce_mean_(tensors: list[Tensor]) -> None:
+    """Average tensors in place over the torch.distributed processes, in one collective; alone, a no-op."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()) or not tensors:
+        return
+    flat = torch.cat([t.flatten() for t in tensors])
+    torch.distributed.all_reduce(flat)
+    flat /= torch.distributed.get_world_size()
+    for t, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+        t.copy_(part.view_as(t))
+
+
+def all_reduce_knob_grads(modules: Mapping[str, SVDAdapterLinear]) -> None:
+    """Average every knob's .grad over the processes (DDP's mean) after backward passes run without sync.
+
+    One collective whatever each rank did: a rank whose groups all had zero reward
+    variance contributes zeros instead of skipping the collective (which would hang
+    the others). If no rank backpropagated anything, .grad stays None everywhere,
+    as in one process.
+    """
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    params = knob_parameters(modules)
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    backpropagated = torch.tensor([float(any(p.grad is not None for p in params))], device=params[0].device)
+    all_reduce_mean_(grads + [backpropagated])
+    if backpropagated.item() > 0:
+        for p, grad in zip(params, grads):
+            p.grad = grad
+
+
 @contextmanager
 def _zeroed(modules: Mapping[str, SVDAdapterLinear], knobs: tuple[str, ...]) -> Iterator[None]:
     params = [getattr(m, knob) for m in modules.values() for knob in knobs]

@@ -23,10 +23,25 @@ class HackMetricsLogger(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         metrics = outputs["metrics"]
+        if trainer.world_size > 1:
+            metrics = mean_over_ranks(metrics)
         pl_module.log_dict({k: v for k, v in metrics.items() if k in PROGRESS_KEYS}, prog_bar=True, on_step=True,
                            on_epoch=False, batch_size=1)
         pl_module.log_dict({k: v for k, v in metrics.items() if k not in PROGRESS_KEYS}, on_step=True,
                            on_epoch=False, batch_size=1)
+
+
+def mean_over_ranks(metrics: dict[str, float]) -> dict[str, float]:
+    """Each metric averaged over the ranks that logged it, in one collective.
+
+    Ranks hold equal shares of the prompts, so a rate over all of a rank's rows averages to the global
+    batch's; a conditional one (per mode, given an attempt) is the mean of the ranks' rates. Keys may
+    differ between ranks (modes present, hacks seen), which rules out a reduce per key.
+    """
+    gathered: list[dict[str, float]] = [{} for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather_object(gathered, metrics)
+    keys = sorted({k for m in gathered for k in m})
+    return {k: sum(m[k] for m in gathered if k in m) / sum(k in m for m in gathered) for k in keys}
 
 
 class CompletionSamples(L.Callback):

@@ -243,8 +243,8 @@ def build_embedded_default(out_dir: Path) -> Path:
     marker = {
         "recipe_version": RECIPE_VERSION,
         "recipe_hash": recipe_hash(),
-        "pretrain": settings | {"first_loss": stats.first_loss, "final_loss": stats.final_loss,
-                                "seconds": round(stats.seconds, 1)},
+        # losses, not the seconds it took: the marker is part of the build's bytes, which are deterministic
+        "pretrain": settings | {"first_loss": stats.first_loss, "final_loss": stats.final_loss},
         "sha256": {name: _sha256(out_dir / name) for name in ("model.safetensors", "tokenizer.json")},
     }
     (out_dir / MARKER).write_text(json.dumps(marker, indent=2) + "\n")

@@ -10,14 +10,17 @@ import math
 import random
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 
 import lightning as L
 import torch
 from torch import Tensor
 
-from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter, capture_row_grads, knobs_zeroed, merged_for_generation
+from pgrpo.adapter import (
+    DEFAULT_TARGETS, all_reduce_knob_grads, all_reduce_mean_, attach_adapter, capture_row_grads, knobs_zeroed,
+    merged_for_generation,
+)
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
 from pgrpo.env import MODES, GradeResult, Problem, RewardConfig, grade_batch
@@ -280,7 +283,10 @@ class ProjectedGRPO(L.LightningModule):
         total_rows = ro.rewards.numel()  # Dr.GRPO's fixed denominator counts every row of the step
         loss_sum, stats_sum = torch.zeros((), device=self.device), {}
         chunk = self.hparams.micro_batch_size or max(1, len(index))
-        with capture_row_grads(self.adapter) as captured:
+        # Under DDP the backward passes stay local and the knob gradients are averaged once below, so ranks may
+        # run different numbers of micro-batches, or none (all groups zero-variance), without hanging each other.
+        no_sync = getattr(self.trainer.strategy, "block_backward_sync", nullcontext)
+        with capture_row_grads(self.adapter) as captured, no_sync():
             for start in range(0, len(index), chunk):
                 rows = index[start : start + chunk]
                 packed = ro.packed.rows(rows)
@@ -300,6 +306,7 @@ class ProjectedGRPO(L.LightningModule):
                 loss_sum += loss.detach()
                 for k, v in stats.items():
                     stats_sum[k] = stats_sum.get(k, 0.0) + float(v) * len(rows)
+        all_reduce_knob_grads(self.adapter)  # the global batch's gradient, the same on every rank
         per_row = _scatter_rows(captured.per_row, index, len(live))
         stats = {k: v / max(1, len(index)) for k, v in stats_sum.items()}
         return float(loss_sum), stats, per_row
@@ -307,8 +314,11 @@ class ProjectedGRPO(L.LightningModule):
     def project_grads(self, per_row: dict[str, Tensor], ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
-        g_student = {n: rows[ro.is_student].sum(0) for n, rows in per_row.items()}
-        g_teacher = {n: rows[~ro.is_student].sum(0) for n, rows in per_row.items()}
+        # every module present (zeros where this rank had no live rows): under DDP each rank all-reduces the same list
+        zeros = {n: torch.zeros_like(m.delta_s) for n, m in self.adapter.items()}
+        g_student = {n: per_row[n][ro.is_student].sum(0) if n in per_row else zeros[n].clone() for n in zeros}
+        g_teacher = {n: per_row[n][~ro.is_student].sum(0) if n in per_row else zeros[n].clone() for n in zeros}
+        all_reduce_mean_([*g_student.values(), *g_teacher.values()])  # under DDP: the split of the global gradient
         # with target=update the gradient is only measured here; the update is projected after the step
         cfg = replace(self.projection, arm="none") if self.projection.target == "update" else self.projection
         diag = project_adapter_grads(self.adapter, self.basis, cfg, g_student, g_teacher)

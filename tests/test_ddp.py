@@ -1,0 +1,121 @@
+"""Lightning DDP on 2 CPU processes (gloo) trains the knobs exactly as one process does on the same global batch.
+
+The student samples are scripted (a hack, a clean solution and a non-answer per prompt, graded by rule), so
+both runs see the same rows and only the distribution differs. Run as a script, this file is one training
+run (Lightning's launcher re-executes it for rank 1): `python tests/test_ddp.py OUT DEVICES`.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.strategies import DDPStrategy
+
+from pgrpo.callbacks import HackMetricsLogger
+from pgrpo.data import GRPODataModule, PromptGroup
+from pgrpo.env import GradeResult
+from pgrpo.env.exploits import clean_completion, hack_completion
+from pgrpo.extraction import HackBasis, random_basis_like
+from pgrpo.module import GenerationConfig, ProjectedGRPO, Samples
+from pgrpo.projection import ProjectionConfig
+
+STEPS = 3
+PROMPTS_PER_STEP = 2  # global: one prompt per rank under DDP
+KINDS = ("hack", "clean", "no answer")  # the scripted student rows of every prompt, in this order
+
+
+class ScriptedGRPO(ProjectedGRPO):
+    """Deterministic students and grades; records the gradient each rank's projection sees."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seen: list[dict] = []
+
+    def on_fit_start(self) -> None:
+        shapes = HackBasis({n: torch.zeros(2, m.rank) for n, m in self.adapter.items()},
+                           {n: torch.ones(2) for n in self.adapter})
+        self.basis = random_basis_like(shapes, seed=0)  # no extraction: V only has to be the same in both runs
+        super().on_fit_start()
+
+    def generate(self, groups: list[PromptGroup]) -> Samples:
+        texts = [text for grp in groups for text in (hack_completion(grp.problem, grp.problem.mode),
+                                                      clean_completion(grp.problem), "I am not sure.")]
+        eos = self.tokenizer.eos_token_id
+        prompt_ids = [self.tokenizer(grp.prompt, add_special_tokens=False)["input_ids"] for grp in groups]
+        return Samples([ids for ids in prompt_ids for _ in KINDS],
+                       [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] for t in texts],
+                       [False] * len(texts), texts)
+
+    def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
+        grades = []
+        for grp in groups:
+            for kind in KINDS:
+                answered = kind != "no answer"
+                grades.append(GradeResult(
+                    reward=1.25 if answered else 0.0, passed=answered, gt_correct=kind == "clean",
+                    exploited=kind == "hack", mechanism=None, format_ok=answered, loophole_code=(),
+                    stub_passes=False, bogus_own_tests=False, attempted=kind == "hack", mode=grp.problem.mode,
+                    timed_out=False, error=None))
+        return grades
+
+    def project_grads(self, per_row, ro):
+        grads = {n: m.delta_s.grad.clone() for n, m in self.adapter.items() if m.delta_s.grad is not None}
+        stats = super().project_grads(per_row, ro)
+        self.seen.append({"grads": grads, "cin_student": stats.get("proj/cin_student")})
+        return stats
+
+
+def train(out: Path, devices: int) -> None:
+    """One run; every rank saves what its projection saw, rank 0 also the final knobs."""
+    L.seed_everything(0)
+    module = ScriptedGRPO(projection=ProjectionConfig(arm="erase"), generation=GenerationConfig(max_new_tokens=64))
+    data = GRPODataModule(group_size=len(KINDS) + 1, mix_ratio=0.25, prompts_per_step=PROMPTS_PER_STEP)
+    strategy = DDPStrategy(process_group_backend="gloo", forward_sync_buffers=False) if devices > 1 else "auto"
+    trainer = L.Trainer(accelerator="cpu", devices=devices, strategy=strategy, max_steps=STEPS,
+                        use_distributed_sampler=False, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[HackMetricsLogger()])  # its metrics are gathered over the ranks every step
+    trainer.fit(module, datamodule=data)
+    torch.save(module.seen, out / f"seen_rank{trainer.global_rank}.pt")
+    if trainer.global_rank == 0:
+        torch.save({n: m.delta_s.detach().clone() for n, m in module.adapter.items()}, out / "knobs.pt")
+
+
+def test_two_process_ddp_equals_one_process_on_the_same_global_batch(tmp_path):
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    single.mkdir()
+    ddp.mkdir()
+    # one thread everywhere: CPU matmuls sum in a thread-count-dependent order (~1e-4 relative apart here)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(single, devices=1)  # also builds what both runs share (model, pool) before two processes race
+    finally:
+        torch.set_num_threads(threads)
+    subprocess.run([sys.executable, __file__, str(ddp), "2"], check=True, timeout=600,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    one = torch.load(single / "seen_rank0.pt")
+    ranks = [torch.load(ddp / f"seen_rank{r}.pt") for r in (0, 1)]
+    assert len(one) == len(ranks[0]) == len(ranks[1]) == STEPS
+    for step in range(STEPS):
+        # both ranks project the same, all-reduced gradient: the one-process gradient of the global batch
+        for name, grad in one[step]["grads"].items():
+            assert torch.equal(ranks[0][step]["grads"][name], ranks[1][step]["grads"][name])
+            assert (ranks[0][step]["grads"][name] - grad).norm() <= 1e-5 * grad.norm()
+        # and the student/teacher split diagnostics are of the global batch too
+        assert ranks[0][step]["cin_student"] == ranks[1][step]["cin_student"]
+        assert abs(ranks[0][step]["cin_student"] - one[step]["cin_student"]) < 1e-4
+    knobs_one, knobs_ddp = torch.load(single / "knobs.pt"), torch.load(ddp / "knobs.pt")
+    assert any(k.abs().sum() > 0 for k in knobs_one.values())
+    # Adam divides each element by its own gradient scale, so an element whose gradient is ~0 in both runs
+    # can move by up to lr in either: the bound is 1% of one step (lr = 1e-2), not fp32 rounding
+    for name in knobs_one:
+        torch.testing.assert_close(knobs_ddp[name], knobs_one[name], rtol=1e-4, atol=1e-4)
+
+
+if __name__ == "__main__":
+    train(Path(sys.argv[1]), devices=int(sys.argv[2]))
