@@ -314,10 +314,10 @@ class ProjectedGRPO(L.LightningModule):
     def project_grads(self, per_row: dict[str, Tensor], ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
-        # every module present (zeros where this rank had no live rows): under DDP each rank all-reduces the same list
-        zeros = {n: torch.zeros_like(m.delta_s) for n, m in self.adapter.items()}
-        g_student = {n: per_row[n][ro.is_student].sum(0) if n in per_row else zeros[n].clone() for n in zeros}
-        g_teacher = {n: per_row[n][~ro.is_student].sum(0) if n in per_row else zeros[n].clone() for n in zeros}
+        # per_row holds every module (all-zero rows on a rank without live rows), so under DDP every rank
+        # all-reduces the same list
+        g_student = {n: rows[ro.is_student].sum(0) for n, rows in per_row.items()}
+        g_teacher = {n: rows[~ro.is_student].sum(0) for n, rows in per_row.items()}
         all_reduce_mean_([*g_student.values(), *g_teacher.values()])  # under DDP: the split of the global gradient
         # with target=update the gradient is only measured here; the update is projected after the step
         cfg = replace(self.projection, arm="none") if self.projection.target == "update" else self.projection
