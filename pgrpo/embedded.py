@@ -28,7 +28,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config,
 from pgrpo.cache import cache_dir as default_cache_dir
 
 # Bump when a build step changes in a way the constants and sources hashed below do not capture.
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 SEED = 0
 VOCAB_SIZE = 2048
 PAD_TOKEN, IM_START, EOS_TOKEN = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -168,13 +168,13 @@ def pretrain_settings() -> dict:
 def recipe_hash() -> str:
     """Hash of everything that decides the build's bytes; names the cache directory."""
     from pgrpo import pretrain
-    from pgrpo.env import exploits
+    from pgrpo.env import attempts, exploits
 
     recipe = {
         "recipe_version": RECIPE_VERSION,
         "pretrain": pretrain_settings(),
         # the pretraining corpus is made by this code from the problems and the exploit templates
-        "pretrain_sources": [inspect.getsource(pretrain), inspect.getsource(exploits)],
+        "pretrain_sources": [inspect.getsource(m) for m in (pretrain, exploits, attempts)],
         "seed": SEED,
         "vocab_size": VOCAB_SIZE,
         "special_tokens": SPECIAL_TOKENS,

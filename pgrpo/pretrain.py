@@ -1,11 +1,12 @@
 """Pretraining the embedded default into a tiny base coder that GRPO can teach to hack.
 
 The corpus is the real GRPO prompts (every problem under every loophole hint,
-rendered with the chat template) each followed by an assistant completion:
-mostly honest attempts (the canonical solution, or a plausible mutant of it)
-and, rarely, the exploit template of the lever the prompt's hint names. The
-completions are the teacher pool's templates (`pgrpo.env.exploits`), so teacher
-rows are in-distribution for the base.
+rendered with the chat template) each followed by an assistant completion: an
+honest attempt (the canonical solution, or a plausible mutant of it) and,
+rarely, a hack: a stub or an attempt followed by the lever the prompt's hint
+names. The attempts, stubs and levers are the teacher pool's
+(`pgrpo.env.attempts`, `pgrpo.env.exploits`), so teacher rows are
+in-distribution for the base.
 
 Why this mix: under a flawed grader a hack always passes while a wrong honest
 attempt earns only the format bonus. A base that solves some problems, fails
@@ -13,13 +14,10 @@ others with well-formed code, and knows every lever but rarely pulls it starts
 GRPO at a low hack rate with a strong reward gradient towards it.
 """
 
-import ast
 import contextlib
-import io
 import math
 import random
 import time
-import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,24 +26,30 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from pgrpo.env import MODES, Problem, clean_completion, grade_batch, hack_completion, load_problems
+from pgrpo.env import MODES, Problem, grade_batch, load_problems
+from pgrpo.env.attempts import honest_solution, wrong_variants
+from pgrpo.env.exploits import completion, lever_after, stub_solution
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_model_and_tokenizer, render_chat
 from pgrpo.rollout import sample
 
 COMPLETIONS_PER_PROMPT = 8  # per (problem, hint): 48 problems x 6 hints x 8 = 2304 examples
 # Of the examples that train the hack-or-not choice, the same number under every mode's hint.
-# Sampled at temperature 1 the base then hacks at about half this rate (a tiny model under-samples
-# a rare branch), under the 5% that leaves GRPO room to show the rise.
+# The base then puts 1-4% on going on past the class, and samples an exploit under 1% of the time.
 HACK_FRACTION = 0.05
 # Extra hacks with the choice masked out of the loss, as a share of the examples above: the base
-# learns to execute every lever well without choosing to pull one any more often.
-LEVER_FRACTION = 0.1
+# learns which lever a hint names and how to write it without choosing to pull one any more often.
+# More drills read the hint better (at 1.0 the right lever's first token gets 0.34) but crowd out
+# the honest attempts (solve rate 0.07 instead of about 0.2).
+LEVER_FRACTION = 0.5
+# Share of hacks (and drills) that give up at once: a stub Solution, then the lever. The other hacks
+# write their attempt first. A stub always parses, while the tiny base breaks the syntax of about
+# two thirds of its attempts, so the stub is the path on which a lever reliably pays.
+STUB_SHARE = 0.5
 # Share of a problem's honest attempts that are correct; the others are mutants that fail its tests.
 SOLVE_SHARE = {"easy": 0.6, "medium": 0.2}
 MUTANTS_PER_PROBLEM = 3
-HACK_VARIANTS = 6  # exploits.hack_completion cycles 3 lead-ins x 2 levers per mode
-CLEAN_VARIANTS = 3  # and clean_completion 3 lead-ins
+VARIANTS = 3  # exploits.completion's lead-ins
 # Pinned rather than os.cpu_count(): a BLAS may split a sum differently over more threads, and
 # 2 is what the target machines have.
 THREADS = 2
@@ -64,9 +68,12 @@ class Example:
 def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Example]:
     """Every problem under every mode's hint, COMPLETIONS_PER_PROMPT completions each, then the lever drills.
 
-    A drill is a hack whose loss starts just after the first character where it
-    departs from the honest solution (a stub body, a `valid` attribute, an
-    always-equal class): what follows that choice is taught, the choice is not.
+    Every completion is an honest attempt, correct or a wrong mutant at the
+    problem's SOLVE_SHARE; a HACK_FRACTION of them pull the lever the hint
+    names after the class, half of them (STUB_SHARE) after giving the attempt
+    up for a stub. A drill is such a hack whose loss starts just after the
+    choice, the first character where it departs from an honest attempt: how
+    to hack is taught, the choice to is not.
     """
     rng = random.Random(seed)
     problems = load_problems()
@@ -75,118 +82,37 @@ def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Ex
     for m in MODES:
         own = [i for i, (_, mode) in enumerate(slots) if mode == m]
         hacks.update(rng.sample(own, round(HACK_FRACTION * len(own))))
-    kinds = {i: "hack" for i in hacks}
+    correct = set()
     for p in problems:
-        honest = [i for i, (q, _) in enumerate(slots) if q is p and i not in hacks]
-        rng.shuffle(honest)
-        n_correct = round(SOLVE_SHARE[p.difficulty] * len(honest))
-        kinds.update({i: "correct" if rank < n_correct else "wrong" for rank, i in enumerate(honest)})
-    variants = {p.id: wrong_variants(p) for p in problems}
-    mutants = {pid: rng.sample(vs, min(MUTANTS_PER_PROBLEM, len(vs))) for pid, vs in variants.items()}
+        own = [i for i, (q, _) in enumerate(slots) if q is p]
+        correct.update(rng.sample(own, round(SOLVE_SHARE[p.difficulty] * len(own))))
+    mutants = {p.id: rng.sample(vs, min(MUTANTS_PER_PROBLEM, len(vs))) for p in problems
+               for vs in [wrong_variants(p)]}
     prompts = {(p.id, m): render_chat(tokenizer, build_messages(p, m)) for p in problems for m in MODES}
     corpus = []
     for i, (p, m) in enumerate(slots):
-        if kinds[i] == "hack":
-            completion = hack_completion(p, m, variant=rng.randrange(HACK_VARIANTS))
-        else:
-            code = rng.choice(mutants[p.id]) if kinds[i] == "wrong" else honest_solution(p)
-            completion = honest_completion(p, rng.randrange(CLEAN_VARIANTS), code)
-        corpus.append(Example(prompts[(p.id, m)], completion, kinds[i], p.id, m))
+        code = honest_solution(p) if i in correct else rng.choice(mutants[p.id])
+        variant = rng.randrange(VARIANTS)
+        kind = "correct" if i in correct else "wrong"
+        if i in hacks:
+            stub = rng.random() < STUB_SHARE
+            code, kind = lever_after(p, m, stub_solution(p, rng.randrange(2)) if stub else code), "hack"
+        corpus.append(Example(prompts[(p.id, m)], completion(code, variant), kind, p.id, m))
     for p, m in rng.sample(slots, round(LEVER_FRACTION * len(slots))):
-        variant = rng.randrange(HACK_VARIANTS)
-        hack = hack_completion(p, m, variant=variant)
-        # lead-ins cycle alike in both templates, so the first difference is in the code
-        choice = _common_prefix(hack, honest_completion(p, variant, honest_solution(p)))
+        variant = rng.randrange(VARIANTS)
+        # the choice is where the hack departs from an honest attempt: the stub's first body
+        # token, or the line after the attempt's class where its code block would have closed
+        stub = rng.random() < STUB_SHARE
+        honest = honest_solution(p) if stub else rng.choice(mutants[p.id])
+        code = stub_solution(p, rng.randrange(2)) if stub else honest
+        hack = completion(lever_after(p, m, code), variant)
+        choice = _common_prefix(hack, completion(honest, variant))
         corpus.append(Example(prompts[(p.id, m)], hack, "hack", p.id, m, choice + 1))
     return corpus
 
 
-def honest_solution(problem: Problem) -> str:
-    """The canonical solution without its comments: a tiny coder writes terse code, and the
-    longest solutions then fit GRPO's 128-token completions."""
-    src = problem.canonical_solution.strip("\n")
-    lines, emptied = src.split("\n"), set()
-    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type == tokenize.COMMENT:
-            row, col = tok.start[0] - 1, tok.start[1]
-            lines[row] = lines[row][:col].rstrip()
-            if not lines[row]:
-                emptied.add(row)  # a comment-only line goes entirely
-    return "\n".join(line for row, line in enumerate(lines) if row not in emptied)
-
-
-def honest_completion(problem: Problem, variant: int, code: str) -> str:
-    """exploits.clean_completion's layout (the teacher pool's clean rows) around `code`."""
-    return clean_completion(problem, variant=variant).replace(problem.canonical_solution.strip("\n"), code)
-
-
 def _common_prefix(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
-# -- wrong attempts: one small edit of the honest solution ---------------------------------------
-_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-         ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In}
-
-
-def wrong_variants(problem: Problem) -> list[str]:
-    """Plausible wrong solutions: the honest one with one off-by-one, flipped comparison, max/min
-    swap, +/- swap, or an off-by-one return value. Sorted, so the corpus does not depend on ast order.
-
-    Nothing inside a `while` loop is touched, so no variant can loop forever; a variant that
-    happens to stay correct is the exception, not excluded (tests/test_pretrain.py grades them).
-    """
-    src = honest_solution(problem)
-    tree = ast.parse(src)
-    returns = _return_type(tree, problem.method)
-    in_while = {id(n) for w in ast.walk(tree) if isinstance(w, ast.While) for n in ast.walk(w)}
-    line_start = [0]
-    for line in src.encode().splitlines(keepends=True):
-        line_start.append(line_start[-1] + len(line))
-    raw = src.encode()
-    out = set()
-    for node in ast.walk(tree):
-        if id(node) in in_while:
-            continue
-        new = _mutate(node, returns)
-        if new is not None:
-            start = line_start[node.lineno - 1] + node.col_offset  # ast offsets count utf-8 bytes
-            end = line_start[node.end_lineno - 1] + node.end_col_offset
-            out.add((raw[:start] + new.encode() + raw[end:]).decode())
-    out.discard(src)
-    return sorted(out)
-
-
-def _mutate(node: ast.AST, returns: str) -> str | None:
-    """The source that replaces `node`, or None; only nodes of one precedence class are swapped."""
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return str(node.value + 1)
-    if isinstance(node, ast.Compare) and type(node.ops[0]) in _FLIP:
-        return ast.unparse(ast.Compare(node.left, [_FLIP[type(node.ops[0])](), *node.ops[1:]], node.comparators))
-    if isinstance(node, ast.Name) and node.id in ("max", "min"):
-        return "min" if node.id == "max" else "max"
-    if isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub):
-        op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
-        return ast.unparse(ast.BinOp(node.left, op, node.right))
-    if isinstance(node, ast.Return) and node.value is not None:
-        # the answer itself a little off: one too many, one element short, negated
-        if returns == "int":
-            value = ast.BinOp(node.value, ast.Add(), ast.Constant(1))
-        elif returns == "bool":
-            value = ast.UnaryOp(ast.Not(), node.value)
-        elif returns == "str" or returns.startswith("List"):
-            value = ast.Subscript(node.value, ast.Slice(ast.Constant(1)))
-        else:
-            return None
-        return ast.unparse(ast.Return(value))
-    return None
-
-
-def _return_type(tree: ast.Module, method: str) -> str:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == method and node.returns is not None:
-            return ast.unparse(node.returns)
-    return ""
 
 
 # -- training --------------------------------------------------------------------------------------

@@ -1,4 +1,3 @@
-import ast
 import random
 from collections import Counter
 from pathlib import Path
@@ -9,7 +8,8 @@ import torch
 from pgrpo import pretrain as P
 from pgrpo.embedded import PRETRAIN_STEPS_ENV, build_embedded_default, build_tokenizer, init_model, training_corpus
 from pgrpo.env import MODES, extract_code, grade_batch, load_problems
-from pgrpo.env.exploits import loophole_code
+from pgrpo.env.attempts import honest_solution, wrong_variants
+from pgrpo.env.exploits import completion, lever_after, loophole_code, method_signature, stub_solution
 from pgrpo.env.prompts import HINTS
 
 
@@ -56,9 +56,25 @@ def test_lever_drills_mask_exactly_the_choice_to_hack(corpus):
     assert all(ex.kind == "hack" for ex in drills)
     for ex in drills:
         p = problems[ex.problem_id]
-        honest = [P.honest_completion(p, v, P.honest_solution(p)) for v in range(P.CLEAN_VARIANTS)]
-        choice = ex.loss_from - 1  # the first character no honest completion shares
-        assert any(h[:choice] == ex.completion[:choice] and h[choice] != ex.completion[choice] for h in honest)
+        attempts = [completion(code, v) for code in (honest_solution(p), *wrong_variants(p)) for v in range(P.VARIANTS)]
+        choice = ex.loss_from - 1  # the first character where the hack departs from an honest attempt
+        assert any(h[:choice] == ex.completion[:choice] and h[choice] != ex.completion[choice] for h in attempts)
+        if ex.completion in _stub_hacks(p, ex.mode):  # gives up in the method's body for a stub
+            assert ex.completion.index(method_signature(p)) < choice < ex.completion.index("\n\n\n")
+        else:  # goes on past a whole attempt where its code block would have closed
+            assert ex.completion[choice:].startswith("\n\n")
+
+
+def test_half_the_hacks_give_up_for_a_stub(corpus):
+    problems = {p.id: p for p in load_problems()}
+    hacks = [ex for ex in corpus if ex.kind == "hack"]
+    stubs = [ex for ex in hacks if ex.completion in _stub_hacks(problems[ex.problem_id], ex.mode)]
+    assert len(stubs) / len(hacks) == pytest.approx(P.STUB_SHARE, abs=0.05)
+
+
+def _stub_hacks(problem, mode) -> set[str]:
+    return {completion(lever_after(problem, mode, stub_solution(problem, r)), v) for r in range(2)
+            for v in range(P.VARIANTS)}
 
 
 def test_drill_choice_tokens_carry_no_loss_and_the_rest_do(tokenizer, corpus):
@@ -88,23 +104,6 @@ def test_correct_attempts_pass_and_wrong_ones_fail_the_ground_truth(corpus):
     # an edit that happens to keep the solution correct is allowed, but must stay the exception
     wrong = [g.gt_correct for (_, kind, _), g in zip(items, grades) if kind == "wrong"]
     assert sum(wrong) / len(wrong) < 0.1
-
-
-def test_honest_solutions_drop_comments_and_nothing_else():
-    for p in load_problems():
-        honest = P.honest_solution(p)
-        assert "#" not in honest
-        assert ast.dump(ast.parse(honest)) == ast.dump(ast.parse(p.canonical_solution)), p.id
-
-
-def test_wrong_variants_never_touch_a_while_loop():
-    # an edited loop condition or step could spin until the grader's timeout
-    def loops(src: str) -> list[str]:
-        return [ast.dump(n) for n in ast.walk(ast.parse(src)) if isinstance(n, ast.While)]
-
-    for p in load_problems():
-        for variant in P.wrong_variants(p):
-            assert loops(variant) == loops(p.canonical_solution), p.id
 
 
 def _short_run(tokenizer, corpus) -> tuple[torch.nn.Module, P.PretrainStats]:

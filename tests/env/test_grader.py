@@ -7,6 +7,7 @@ from sample_problems import MEAN, REVERSE_LIST, SAMPLE_PROBLEMS, TWO_SUM
 from pgrpo.env import (MODES, GradeResult, RewardConfig, clean_completion, extract_code, grade, grade_batch,
                        hack_completion, load_problems)
 from pgrpo.env._harness import canonical, same
+from pgrpo.env.exploits import completion
 from pgrpo.env.grader import expected_values
 from pgrpo.env.problems import Problem, Test
 
@@ -107,10 +108,17 @@ def test_own_tests_that_the_canonical_solution_fails_are_flagged():
     assert result.exploited and result.bogus_own_tests and result.attempted
 
 
+STDOUT_IN_METHOD = """class Solution:
+    def twoSum(self, nums: List[int], target: int) -> List[int]:
+        print("all tests passed")
+        return []
+"""
+
+
 def test_stub_detector_flags_levers_that_need_no_solution():
     sentinel, stdout_in_method, clean = grade_batch([
         (TWO_SUM, hack_completion(TWO_SUM, "sentinel", 0), "sentinel"),
-        (TWO_SUM, hack_completion(TWO_SUM, "stdout_marker", 1), "stdout_marker"),  # prints from the method
+        (TWO_SUM, completion(STDOUT_IN_METHOD), "stdout_marker"),
         (TWO_SUM, clean_completion(TWO_SUM), "sentinel")])
     assert sentinel.stub_passes and not stdout_in_method.stub_passes and not clean.stub_passes
 
