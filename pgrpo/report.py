@@ -104,6 +104,21 @@ def pick_baseline(by_arm: dict[str, list[Run]], baseline: str | None) -> str | N
     return vanilla[0] if len(vanilla) == 1 else None
 
 
+def paired_baselines(by_arm: dict[str, list[Run]], base: str | None, explicit: bool) -> dict[str, str | None]:
+    """The arm each arm's Δ is taken against: an arm with overlays (`erase+no_teacher`) against the vanilla
+    arm with the same overlays (`vanilla+no_teacher`) when the sweep has one, so that Δ isolates the arm;
+    otherwise, or when the baseline was chosen explicitly, against `base`."""
+    pairs = {}
+    for arm in by_arm:
+        _, *overlays = arm.split("+")
+        twin = "+".join([base.split("+")[0], *overlays]) if base and overlays and not explicit else None
+        if twin in by_arm and twin != arm and all(is_vanilla(r.path) for r in by_arm[twin]):
+            pairs[arm] = twin
+        else:
+            pairs[arm] = base if arm != base else None
+    return pairs
+
+
 def mean_std(values: list[float]) -> str:
     """'m ± s' with the sample std over seeds; just 'm' for one seed; '–' for none."""
     if not values:
@@ -113,20 +128,21 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def arm_table(by_arm: dict[str, list[Run]], baseline: str | None, last: int = 5) -> str:
-    """One markdown row per arm: seeds, last-`last`-step mean ± std of hack, solve, their paired deltas, cin."""
+def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], last: int = 5) -> str:
+    """One markdown row per arm: seeds, last-`last`-step mean ± std of hack, solve, their deltas paired with
+    `pairs[arm]` at the same seed, cin."""
     columns = list(COLUMNS)
     if any(tag in r.scalars for runs in by_arm.values() for r in runs for _, tag in DEPLOY_COLUMNS):
         columns += DEPLOY_COLUMNS
     header = ["arm", "seeds", "hack", "solve", "Δhack", "Δsolve", *[c for c, _ in columns[2:]]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    base = {r.seed: r for r in by_arm.get(baseline, [])}
     for arm, runs in by_arm.items():
         # the deployment eval is read at its last eval (the end of training), the step curves over the last steps
         cells = {c: mean_std(_present(tail_mean(r.scalars, tag, 1 if tag.startswith("deploy/") else last)
                                       for r in runs)) for c, tag in columns}
         deltas = ["–", "–"]
-        if baseline is not None and arm != baseline:
+        if pairs.get(arm) is not None:
+            base = {r.seed: r for r in by_arm[pairs[arm]]}
             paired = [(r, base[r.seed]) for r in runs if r.seed in base]
             deltas = [mean_std(_present(_diff(tail_mean(r.scalars, tag, last), tail_mean(b.scalars, tag, last))
                                         for r, b in paired)) for tag in (HACK, SOLVE)]
@@ -188,7 +204,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         logdir: a sweep directory: runs are LOGDIR/<arm>/seed<k>/ as `pgrpo sweep` writes them (any
             directory of TensorBoard event files works: a run's arm is its parent's path).
         baseline: the arm deltas are taken against (default: vanilla = the arm whose config has
-            projection arm none and no negative control, preferring one named vanilla).
+            projection arm none and no negative control, preferring one named vanilla; an arm with
+            overlays, `erase+no_teacher`, is then paired with `vanilla+no_teacher` if the sweep has it).
         out: where hack.png, solve.png and report.md go (default: LOGDIR/report).
         last: steps averaged at the end of each run.
     """
@@ -206,11 +223,15 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     plots = [out_dir / f"{tag.split('/')[0]}.png" for tag in (HACK, SOLVE)]
     for tag, path in zip((HACK, SOLVE), plots):
         plot_curves(by_arm, tag, path)
+    pairs = paired_baselines(by_arm, base, explicit=baseline is not None)
     against = f"`{base}` at the same seed" if base else "nothing (no unique vanilla arm: pass --baseline)"
+    twins = [f"`{arm}` with `{twin}`" for arm, twin in pairs.items() if twin not in (None, base)]
+    if twins:
+        against += " (an arm with overlays with the vanilla arm of the same overlays: " + ", ".join(twins) + ")"
     parts = [f"# pgrpo report: {logdir}",
              f"Last-{last}-step mean ± sample std over seeds; Δ = paired difference with {against}. "
              f"cin_* is the hack-ward fraction of the gradient; read it against the cin null √(k/r).",
-             arm_table(by_arm, base, last)]
+             arm_table(by_arm, pairs, last)]
     modes = mode_table(by_arm, last)
     if modes:
         parts += [f"Per loophole mode, hack / solve (last-{last}-step means over seeds):", modes]

@@ -129,3 +129,22 @@ def test_read_scalars_merges_a_resumed_run_and_survives_a_damaged_file(tmp_path)
     second.close()
     (tmp_path / "events.out.tfevents.zz.damaged").write_bytes(b"\xde\xad" * 50)
     assert read_scalars(tmp_path)["hack/student"] == [(0, 1.0), (1, 1.0), (2, 0.5), (3, 0.5)]
+
+
+def test_an_arm_with_overlays_is_paired_with_vanilla_under_the_same_overlays(tmp_path, capsys):
+    root = tmp_path / "overlays"
+    write_run(root / "vanilla" / "seed0", "none", {"hack/student": 0.8, "solve/student": 0.1})
+    write_run(root / "vanilla+no_teacher" / "seed0", "none", {"hack/student": 0.1, "solve/student": 0.3})
+    write_run(root / "erase+no_teacher" / "seed0", "erase", {"hack/student": 0.0, "solve/student": 0.2})
+    write_run(root / "erase+lomo" / "seed0", "erase", {"hack/student": 0.5, "solve/student": 0.1})
+    main(["report", str(root)])
+    out = capsys.readouterr().out
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[4:6] for line in out.splitlines() if line.startswith("| ")}
+    assert rows["erase+no_teacher"] == ["-0.100", "-0.100"]  # against vanilla+no_teacher, not vanilla
+    assert rows["erase+lomo"] == ["-0.300", "0.000"]  # no vanilla+lomo: against vanilla
+    assert rows["vanilla+no_teacher"] == ["-0.700", "0.200"]
+    assert "`erase+no_teacher` with `vanilla+no_teacher`" in out
+    main(["report", str(root), "--baseline", "vanilla"])  # chosen explicitly: everything against it
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[4:6] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ")}
+    assert rows["erase+no_teacher"] == ["-0.800", "0.100"]
