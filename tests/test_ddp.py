@@ -1,5 +1,5 @@
 """2 CPU processes (gloo) train the knobs exactly as one process does on the same global batch, under Lightning
-DDP and under FSDP (ModelParallelStrategy: the frozen base, U and Vh sharded, the knobs replicated).
+DDP and under FSDP (pgrpo.strategy.ShardedBaseStrategy: the frozen base, U and Vh sharded, the knobs replicated).
 
 The student samples are scripted (a hack, a clean solution and a non-answer per prompt, graded by rule), so
 both runs see the same rows and only the distribution differs. Run as a script, this file is one training
@@ -15,7 +15,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
+from lightning.pytorch.strategies import DDPStrategy
 from torch.distributed.tensor import DTensor
 
 from pgrpo.callbacks import HackMetricsLogger
@@ -25,6 +25,7 @@ from pgrpo.env.exploits import clean_completion, hack_completion
 from pgrpo.extraction import HackBasis, random_basis_like
 from pgrpo.module import GenerationConfig, ProjectedGRPO, Samples
 from pgrpo.projection import ProjectionConfig
+from pgrpo.strategy import ShardedBaseStrategy
 
 STEPS = 3
 PROMPTS_PER_STEP = 2  # global: one prompt per rank under DDP
@@ -81,7 +82,7 @@ class ScriptedGRPO(ProjectedGRPO):
 def make_strategy(name: str, devices: int):
     if name == "ddp":
         return DDPStrategy(process_group_backend="gloo", forward_sync_buffers=False)
-    return ModelParallelStrategy(data_parallel_size=devices, tensor_parallel_size=1, process_group_backend="gloo")
+    return ShardedBaseStrategy(process_group_backend="gloo")
 
 
 def train(out: Path, devices: int, strategy_name: str = "ddp") -> None:
