@@ -322,7 +322,9 @@ def shard_base(model: nn.Module, modules: Mapping[str, SVDAdapterLinear], mesh) 
     frozen parameters (fully_shard shards parameters, not buffers; together they are
     as large as the weights). Every forward must then run on every rank of the mesh,
     the same number of times: FSDP all-gathers each layer's shards in its forward
-    (and again in backward). Decoder layers are the model's `_no_split_modules`.
+    (and again in backward). Decoder layers are the model's `_no_split_modules`. The
+    root (embedding, final norm, LM head) stays gathered after its forward: token_logprobs
+    applies the LM head chunk by chunk after the model's forward has returned.
     """
     from torch.distributed.fsdp import fully_shard
 
@@ -337,4 +339,4 @@ def shard_base(model: nn.Module, modules: Mapping[str, SVDAdapterLinear], mesh) 
     knobs = set(knob_parameters(modules))
     for layer in layers:
         fully_shard(layer, mesh=mesh, ignored_params=knobs)
-    fully_shard(model, mesh=mesh, ignored_params=knobs)
+    fully_shard(model, mesh=mesh, ignored_params=knobs, reshard_after_forward=False)
