@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.distributed.tensor import DTensor
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "gate_proj", "down_proj")
 KNOB_NAMES = ("delta_s", "delta_s_hack")
@@ -22,6 +23,7 @@ class SVDAdapterLinear(nn.Module):
 
     U (d_out, r) and Vh (r, d_in) are non-persistent buffers: they are derived from
     the base weight, so they stay out of state_dict (checkpoints hold the knobs only).
+    `shard_base` turns them into frozen parameters, so that FSDP shards them too.
     `max_rank` keeps only the top singular directions (less memory, less capacity).
     """
 
@@ -284,7 +286,14 @@ def merged_for_generation(modules: Mapping[str, SVDAdapterLinear]) -> Iterator[N
     in fp32 up to matmul reassociation; on a bf16 base it differs from the
     unmerged path by bf16 rounding of W_eff (~2^-8 relative). At δ = 0 the fold
     is exactly W. The base weight is never touched, so exit restores exactly.
+
+    On a sharded base (`shard_base`) this folds nothing and forwards take the unmerged
+    adapter path: outside a forward each rank holds only a slice of W, U and Vh, and a
+    folded full weight per Linear would be the very memory that sharding saves.
     """
+    if base_is_sharded(modules):
+        yield
+        return
     try:
         with torch.no_grad():
             for m in modules.values():
@@ -296,3 +305,38 @@ def merged_for_generation(modules: Mapping[str, SVDAdapterLinear]) -> Iterator[N
     finally:
         for m in modules.values():
             m._merged_weight = None
+
+
+def base_is_sharded(modules: Mapping[str, SVDAdapterLinear]) -> bool:
+    """Whether `shard_base` sharded these adapters' base (their weights are DTensor shards outside a forward)."""
+    return any(isinstance(m.base.weight, DTensor) for m in modules.values())
+
+
+def shard_base(model: nn.Module, modules: Mapping[str, SVDAdapterLinear], mesh) -> None:
+    """FSDP2 over `mesh`: shard the frozen base, its U and Vh included, per decoder layer and at the root.
+
+    The knobs are left out of sharding (`ignored_params`): they stay plain tensors,
+    replicated on every rank, and FSDP never reduces their gradients, so
+    `capture_row_grads` and the one `all_reduce_knob_grads` per step work as under DDP
+    and the projection sees every module's full, global gradient. U and Vh become
+    frozen parameters (fully_shard shards parameters, not buffers; together they are
+    as large as the weights). Every forward must then run on every rank of the mesh,
+    the same number of times: FSDP all-gathers each layer's shards in its forward
+    (and again in backward). Decoder layers are the model's `_no_split_modules`. The
+    root (embedding, final norm, LM head) stays gathered after its forward: token_logprobs
+    applies the LM head chunk by chunk after the model's forward has returned.
+    """
+    from torch.distributed.fsdp import fully_shard
+
+    layer_classes = set(getattr(model, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in layer_classes]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} names no decoder layer class (_no_split_modules) to shard")
+    for m in modules.values():
+        for name in ("U", "Vh"):
+            basis = m._buffers.pop(name)
+            m.register_parameter(name, nn.Parameter(basis, requires_grad=False))
+    knobs = set(knob_parameters(modules))
+    for layer in layers:
+        fully_shard(layer, mesh=mesh, ignored_params=knobs)
+    fully_shard(model, mesh=mesh, ignored_params=knobs, reshard_after_forward=False)

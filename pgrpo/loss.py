@@ -66,9 +66,17 @@ def token_logprobs(
     if getattr(model.config, "final_logit_softcapping", None) is not None:
         raise ValueError("token_logprobs does not apply final_logit_softcapping; this model needs it")
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, T)
-    hidden = model.get_decoder()(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
-    ).last_hidden_state  # (B, T, d)
+    # The whole model is called, keeping no logits (an empty position index), and the decoder's output is
+    # taken from a hook: the forward goes through the model's own __call__, which FSDP needs (shard_base's
+    # root all-gathers the embedding, final norm and LM head there), at the cost of an LM head on 0 rows.
+    captured = []
+    hook = model.get_decoder().register_forward_hook(lambda _m, _a, out: captured.append(out.last_hidden_state))
+    try:
+        model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
+              logits_to_keep=torch.zeros(0, dtype=torch.long, device=input_ids.device))
+    finally:
+        hook.remove()
+    (hidden,) = captured  # (B, T, d)
     hidden = hidden[:, -logits_to_keep - 1 : -1]  # (B, T_c, d): position t predicts token t+1
     targets = input_ids[:, -logits_to_keep:]  # (B, T_c)
     head = model.get_output_embeddings()

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from pgrpo.adapter import (
-    DEFAULT_TARGETS, all_reduce_knob_grads, all_reduce_mean_, attach_adapter, capture_row_grads, knobs_zeroed,
-    merged_for_generation,
+    DEFAULT_TARGETS, all_reduce_knob_grads, all_reduce_mean_, attach_adapter, base_is_sharded, capture_row_grads,
+    knobs_zeroed, merged_for_generation, shard_base,
 )
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
@@ -147,6 +147,12 @@ class ProjectedGRPO(L.LightningModule):
         hp = self.hparams
         self.policy, self.tokenizer = load_model_and_tokenizer(hp.model, hp.dtype, self.device)
         self.adapter = attach_adapter(self.policy, tuple(hp.target_modules), hp.max_rank)
+        mesh = self.device_mesh  # set by Lightning's ModelParallelStrategy only: FSDP (configs/fsdp_cpu.yaml)
+        if mesh is not None:
+            if mesh["tensor_parallel"].size() != 1:
+                raise ValueError("pgrpo shards the base with FSDP only: set the strategy's tensor_parallel_size: 1 "
+                                 "and data_parallel_size to the number of processes")
+            shard_base(self.policy, self.adapter, mesh["data_parallel"])
 
     def on_fit_start(self) -> None:
         if self.basis is None:  # a resumed run restored V from its checkpoint
@@ -217,6 +223,8 @@ class ProjectedGRPO(L.LightningModule):
             prompt_ids, completions, clipped = sample(
                 self.policy, self.tokenizer, [grp.prompt for grp in groups], groups[0].n_student,
                 g.max_new_tokens, g.temperature, g.top_p,
+                # a sharded base all-gathers in every forward: ranks that finish early keep stepping with the rest
+                synced_gpus=base_is_sharded(self.adapter),
             )
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
         return Samples(prompt_ids, completions, clipped, texts)
@@ -286,6 +294,7 @@ class ProjectedGRPO(L.LightningModule):
         # Under DDP the backward passes stay local and the knob gradients are averaged once below, so ranks may
         # run different numbers of micro-batches, or none (all groups zero-variance), without hanging each other.
         no_sync = getattr(self.trainer.strategy, "block_backward_sync", nullcontext)
+        self._pad_sharded_passes(ro, -(-len(index) // chunk))
         with capture_row_grads(self.adapter) as captured, no_sync():
             for start in range(0, len(index), chunk):
                 rows = index[start : start + chunk]
@@ -310,6 +319,20 @@ class ProjectedGRPO(L.LightningModule):
         per_row = _scatter_rows(captured.per_row, index, len(live))
         stats = {k: v / max(1, len(index)) for k, v in stats_sum.items()}
         return float(loss_sum), stats, per_row
+
+    def _pad_sharded_passes(self, ro: Rollouts, n_passes: int) -> None:
+        """On a sharded base, run idle forward/backward passes until this rank has run as many as the busiest.
+
+        FSDP all-gathers every layer in each forward and backward, so a rank with fewer live micro-batches
+        (or none) would leave the others waiting forever. The idle pass has a zero loss, so it adds exact
+        zeros to the knob gradients, and it runs before the per-row capture starts.
+        """
+        if not base_is_sharded(self.adapter):
+            return
+        most = torch.tensor([n_passes], device=self.device)
+        torch.distributed.all_reduce(most, op=torch.distributed.ReduceOp.MAX)
+        for _ in range(int(most.item()) - n_passes):
+            self.manual_backward(self.logprobs(ro.packed.rows(torch.arange(1, device=self.device))).sum() * 0)
 
     def project_grads(self, per_row: dict[str, Tensor], ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):

@@ -52,11 +52,13 @@ def sample(
     max_new_tokens: int,
     temperature: float,
     top_p: float,
+    synced_gpus: bool = False,
 ) -> tuple[list[list[int]], list[list[int]], list[bool]]:
     """n_per_prompt completions for every prompt in ONE batched generate call.
 
     Returns (prompt ids per row, completion ids per row cut after the first EOS
-    (EOS kept), clipped per row = no EOS within max_new_tokens).
+    (EOS kept), clipped per row = no EOS within max_new_tokens). synced_gpus (HF's name, on any
+    device): keep running forwards until every process has finished, as a sharded model needs.
     """
     rows = [p for p in prompts for _ in range(n_per_prompt)]
     enc = tokenizer(rows, return_tensors="pt", padding=True, padding_side="left")
@@ -71,6 +73,7 @@ def sample(
         max_new_tokens=max_new_tokens,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        synced_gpus=synced_gpus,
     )
     new = out[:, enc["input_ids"].shape[1] :].tolist()
     prompt_ids = [ids[mask.bool()].tolist() for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
