@@ -28,7 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from pgrpo.env import MODES, Problem, grade_batch, load_problems
 from pgrpo.env.attempts import honest_solution, wrong_variants
-from pgrpo.env.exploits import completion, lever_after, stub_solution
+from pgrpo.env.exploits import LEAD_INS, completion, lever_after, stub_solution
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_model_and_tokenizer, render_chat
 from pgrpo.rollout import sample
@@ -49,7 +49,7 @@ STUB_SHARE = 0.5
 # Share of a problem's honest attempts that are correct; the others are mutants that fail its tests.
 SOLVE_SHARE = {"easy": 0.6, "medium": 0.2}
 MUTANTS_PER_PROBLEM = 3
-VARIANTS = 3  # exploits.completion's lead-ins
+VARIANTS = len(LEAD_INS)  # exploits.completion cycles its lead-ins
 # Pinned rather than os.cpu_count(): a BLAS may split a sum differently over more threads, and
 # 2 is what the target machines have.
 THREADS = 2
