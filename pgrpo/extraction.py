@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,7 +142,7 @@ class Separation:
     frac_positive: fraction of pairs whose summed projection Σ_m Σ_i D_m·v_i is > 0
     (0.5 = chance, 1 = every pair points hack-ward). cin: mean over pairs of
     ‖relu(V D)‖ / ‖D‖ aggregated over modules like projection's cin; compare it
-    with cin_null = sqrt(Σk / Σr), the value for random directions.
+    with cin_null, the same mean of `cin_null` (a random direction's value) over the pairs.
     per_module_frac_positive: frac_positive computed within each module alone.
     """
 
@@ -161,22 +160,38 @@ def separation(basis: HackBasis, g_hack: Mapping[str, Tensor], g_clean: Mapping[
     if missing:
         raise ValueError(f"gradients missing for basis modules {missing[:5]}")
     total, relu_sq, norm_sq = 0.0, 0.0, 0.0
-    per_module = {}
+    per_module, diffs = {}, {}
     for name, rows in basis.V.items():
-        diff = (g_hack[name] - g_clean[name]).float()  # (n, r)
+        diff = diffs[name] = (g_hack[name] - g_clean[name]).float()  # (n, r)
         coeffs = diff @ rows.to(diff).T  # (n, k)
         per_module[name] = (coeffs.sum(1) > 0).float().mean().item()
         total = total + coeffs.sum(1)
         relu_sq = relu_sq + coeffs.clamp(min=0).pow(2).sum(1)
         norm_sq = norm_sq + diff.pow(2).sum(1)
     cin = (relu_sq.sqrt() / norm_sq.sqrt().clamp(min=torch.finfo(torch.float32).tiny)).mean().item()
-    ranks = sum(rows.shape[1] for rows in basis.V.values())
     return Separation(
         frac_positive=(total > 0).float().mean().item(),
         cin=cin,
-        cin_null=math.sqrt(basis.k_total / ranks),
+        cin_null=cin_null(diffs, basis).mean().item(),
         per_module_frac_positive=per_module,
     )
+
+
+def cin_null(vectors: Mapping[str, Tensor], basis: HackBasis) -> Tensor:
+    """What cin = ‖relu(V g)‖ / ‖g‖ is, in expectation of its square, for a random direction g.
+
+    Per module, a random g of norm ‖g_m‖ has E‖relu(V_m g_m)‖² = ‖g_m‖² k_m / (2 r_m): each of the k_m
+    coefficients carries ‖g_m‖²/r_m and relu keeps half of it. Pooled over modules as cin is, each module
+    counts by its share of ‖g‖²: sqrt(Σ_m w_m k_m / (2 r_m)) with w_m = ‖g_m‖² / Σ‖g‖². vectors[name] is
+    (r,) or (n, r); the result is () or (n,), 0 where g = 0.
+    """
+    weighted, total = 0.0, 0.0
+    for name, rows in basis.V.items():
+        k, r = rows.shape
+        norm_sq = vectors[name].float().pow(2).sum(-1)
+        weighted = weighted + norm_sq * (k / (2 * r))
+        total = total + norm_sq
+    return (weighted / total.clamp(min=torch.finfo(torch.float32).tiny)).sqrt()
 
 
 def extract_basis(

@@ -1,15 +1,14 @@
 """Remove (erase) or park (route) the hack-ward component of the knob gradient, once per optimizer step."""
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 from torch import Tensor
 
 from pgrpo.adapter import SVDAdapterLinear
-from pgrpo.extraction import HackBasis
+from pgrpo.extraction import HackBasis, cin_null
 
 Arm = Literal["none", "erase", "route"]
 Gate = Literal["one_sided", "no_gate", "reverse"]
@@ -96,11 +95,14 @@ def project_adapter_grads(
             raise ValueError(f"{name}.delta_s.grad is None: call backward before project_adapter_grads")
         grads[name] = grad
         projected[name], removed[name], coeffs[name] = project_vector(grad, basis.V[name].to(grad), cfg)
-    scalars = {"cin": hack_fraction(grads, basis), "cout": hack_fraction(projected, basis)}
+    scalars = {"cin": hack_fraction(grads, basis), "cout": hack_fraction(projected, basis),
+               "cin_null": cin_null(grads, basis)}
     if g_student is not None:
         scalars["cin_student"] = hack_fraction(g_student, basis)
+        scalars["cin_null_student"] = cin_null(g_student, basis)
     if g_teacher is not None:
         scalars["cin_teacher"] = hack_fraction(g_teacher, basis)
+        scalars["cin_null_teacher"] = cin_null(g_teacher, basis)
     scalars["fired"] = (torch.cat(list(coeffs.values())) > 0).float().mean()
     tiny = torch.finfo(torch.float32).tiny
     per_module = torch.stack([coeffs[n].clamp(min=0).norm() / grads[n].norm().clamp(min=tiny) for n in basis.V])
@@ -112,7 +114,6 @@ def project_adapter_grads(
     # One host sync for every number instead of one per module.
     values = torch.cat([torch.stack(list(scalars.values())), per_module]).tolist()
     stats: dict[str, float | dict[str, float]] = dict(zip(scalars, values))
-    stats["cin_null"] = _cin_null(basis)
     stats["cin_per_module"] = dict(zip(basis.V, values[len(scalars) :]))
     return stats
 
@@ -131,23 +132,26 @@ def project_update(
     """Project the actual parameter change Δ = delta_s − before made by the optimizer step.
 
     AdamW steps on its moments, not on g, so a projected gradient can still give
-    a hack-ward update; this acts on the update itself. none only measures;
-    erase sets delta_s = before + Δ'; route also adds `removed` to delta_s_hack.
-    Returns update_cin / update_cout = hack_fraction of Δ / Δ' (with arm none,
-    update_cin is the cout of the real update of a gradient-projection run).
+    a hack-ward update; this acts on the update itself. V lives in the gradient
+    convention (V g > 0: descending g moves hack-ward) and a step is Δ ≈ −lr·g,
+    so a hack-ward update has V Δ < 0: the gate sees −Δ, and the result is
+    negated back. none only measures; erase sets delta_s = before + Δ'; route
+    also moves delta_s_hack by the removed update. Returns update_cin /
+    update_cout = the hack-ward fraction of Δ / Δ' (with arm none, update_cin is
+    the cout of the real update of a gradient-projection run).
     """
     _check_basis(modules, basis)
-    deltas, projected = {}, {}
+    descent, projected = {}, {}  # −Δ and −Δ': the update written as the gradient that would cause it
     with torch.no_grad():
         for name in basis.V:
             knob = modules[name].delta_s
-            deltas[name] = knob.detach().float() - before[name].to(knob)
-            projected[name], removed, _ = project_vector(deltas[name], basis.V[name].to(knob), cfg)
+            descent[name] = before[name].to(knob) - knob.detach().float()
+            projected[name], removed, _ = project_vector(descent[name], basis.V[name].to(knob), cfg)
             if cfg.arm != "none":
-                knob.copy_(before[name].to(knob) + projected[name])
+                knob.copy_(before[name].to(knob) - projected[name])
             if cfg.arm == "route":
-                modules[name].delta_s_hack.add_(removed)
-    update_cin, update_cout = torch.stack([hack_fraction(deltas, basis), hack_fraction(projected, basis)]).tolist()
+                modules[name].delta_s_hack.sub_(removed)
+    update_cin, update_cout = torch.stack([hack_fraction(descent, basis), hack_fraction(projected, basis)]).tolist()
     return {"update_cin": update_cin, "update_cout": update_cout}
 
 
@@ -155,9 +159,15 @@ def purge_adam_moments(optimizer: torch.optim.Optimizer, modules: Mapping[str, S
                        basis: HackBasis, cfg: ProjectionConfig) -> None:
     """Remove the gated span(V) component from Adam's first moment of each delta_s (before the step).
 
-    Only the first moment lives in δS space; the second is elementwise, so an
-    update can still lean hack-ward after this (proj/cout_update measures it).
+    The first moment is an average of gradients, so it is gated in the gradient convention as g is.
+    Under arm none nothing is touched (the vanilla arm only measures), and the purged moment is never
+    rescaled: preserve_magnitude is about the gradient's norm, and a rescaled moment would re-grow the
+    clean directions by the size of what was purged. Only the first moment lives in δS space; the second
+    is elementwise, so an update can still lean hack-ward after this (proj/cout_update measures it).
     """
+    if cfg.arm == "none":
+        return
+    cfg = replace(cfg, preserve_magnitude=False)
     with torch.no_grad():
         for name, rows in basis.V.items():
             state = optimizer.state.get(modules[name].delta_s, {})
@@ -187,6 +197,3 @@ def _check_basis(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> N
         if rows.shape[1] != modules[name].rank:
             raise ValueError(f"{name}: basis rank {rows.shape[1]} != adapter rank {modules[name].rank}")
 
-
-def _cin_null(basis: HackBasis) -> float:
-    return math.sqrt(basis.k_total / sum(rows.shape[1] for rows in basis.V.values()))

@@ -20,8 +20,10 @@ Scalars = dict[str, list[tuple[int, float]]]
 EVENTS = "events.out.tfevents.*"
 HACK, SOLVE = "hack/student", "solve/student"
 # (column, tag); deploy columns appear only when some run logged them (the route arm's DeploymentEval)
+# each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
-           ("cin_teacher", "proj/cin_teacher"), ("cin null", "proj/cin_null")]
+           ("null_student", "proj/cin_null_student"), ("cin_teacher", "proj/cin_teacher"),
+           ("null_teacher", "proj/cin_null_teacher")]
 DEPLOY_COLUMNS = [("deploy hack", "deploy/hack"), ("deploy solve", "deploy/solve")]
 
 
@@ -198,7 +200,9 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
 
     Per arm: hack and solve of the student samples as the mean over seeds of each run's last-5-step
     mean ± the sample std across seeds, the paired difference with vanilla at the same seed (Δ),
-    cin_student, cin_teacher and the cin null √(k/r); then hack / solve per loophole mode.
+    cin_student and cin_teacher, each beside its null (what a random direction with the same per-module
+    gradient norms would give: √(Σ_m w_m k_m / 2 r_m), w_m = module m's share of ‖g‖²); then hack / solve
+    per loophole mode.
 
     Args:
         logdir: a sweep directory: runs are LOGDIR/<arm>/seed<k>/ as `pgrpo sweep` writes them (any
@@ -230,7 +234,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         against += " (an arm with overlays with the vanilla arm of the same overlays: " + ", ".join(twins) + ")"
     parts = [f"# pgrpo report: {logdir}",
              f"Last-{last}-step mean ± sample std over seeds; Δ = paired difference with {against}. "
-             f"cin_* is the hack-ward fraction of the gradient; read it against the cin null √(k/r).",
+             f"cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction "
+             f"with the same per-module norms, √(Σ w·k/2r).",
              arm_table(by_arm, pairs, last)]
     modes = mode_table(by_arm, last)
     if modes:

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from pgrpo.adapter import SVDAdapterLinear
-from pgrpo.extraction import HackBasis
+from pgrpo.extraction import HackBasis, cin_null
 from pgrpo.projection import (
     ProjectionConfig,
     hack_fraction,
@@ -13,6 +13,7 @@ from pgrpo.projection import (
     project_adapter_grads,
     project_update,
     project_vector,
+    purge_adam_moments,
 )
 
 
@@ -137,7 +138,11 @@ def test_diagnostics_relu_before_aggregating_and_null():
     assert stats["cin_student"] == 0.0
     assert stats["cin_teacher"] == pytest.approx(1.0)
     assert stats["fired"] == 0.5  # per module one axis at +2, one at −1.5
-    assert stats["cin_null"] == pytest.approx(math.sqrt(4 / (10 + 6)))
+    g = {name: modules[name].delta_s.grad for name in ("a", "b")}
+    share_a = g["a"].pow(2).sum() / (g["a"].pow(2).sum() + g["b"].pow(2).sum())
+    assert stats["cin_null"] == pytest.approx(math.sqrt(share_a * 2 / 20 + (1 - share_a) * 2 / 12))
+    assert stats["cin_null_teacher"] == pytest.approx(math.sqrt(0.5 * 2 / 20 + 0.5 * 2 / 12))
+    assert stats["cin_null_student"] == stats["cin_null_teacher"]
     g_a = modules["a"].delta_s.grad
     assert stats["cin_per_module"]["a"] == pytest.approx(2.0 / g_a.norm().item())
 
@@ -159,35 +164,109 @@ def test_basis_must_fit_the_adapter():
         project_adapter_grads(modules, HackBasis({"a": torch.eye(3)}, {"a": torch.ones(3)}), ProjectionConfig())
 
 
-def test_project_update_erases_hack_ward_part_of_the_optimizer_step():
-    modules, basis = adapters_with_grads()
-    optimizer = torch.optim.AdamW([m.delta_s for m in modules.values()], lr=0.1, weight_decay=0.0)
+def sgd_step_on(modules: dict[str, SVDAdapterLinear], grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One plain SGD step (lr 1) on the given gradients; returns the knobs as they were before it."""
     before = knob_snapshot(modules)
-    optimizer.step()  # descent moves δS against the gradient, i.e. clean-ward on the aligned axis
-    for module in modules.values():
-        module.delta_s.grad = None
-    with torch.no_grad():  # push the update hack-ward along each first axis
-        for name in ("a", "b"):
-            modules[name].delta_s.add_(basis.V[name][0])
+    optimizer = torch.optim.SGD([m.delta_s for m in modules.values()], lr=1.0)
+    for name, module in modules.items():
+        module.delta_s.grad = grads[name].clone() if name in grads else torch.zeros_like(module.delta_s)
+    optimizer.step()
+    return before
+
+
+def test_descending_a_hack_ward_gradient_is_a_hack_ward_update_and_erase_removes_it():
+    # V g > 0 means descending g moves hack-ward: an SGD step on g = V[0] is the purely hack-ward update
+    # Δ = −V[0]; its hack-ward fraction is 1, and erasing the update leaves no change at all.
+    modules, basis = adapters_with_grads()
+    before = sgd_step_on(modules, {name: basis.V[name][0] for name in basis.V})
+    measured = project_update(modules, basis, ProjectionConfig(arm="none"), before)
+    assert measured["update_cin"] == pytest.approx(1.0)
+    project_update(modules, basis, ProjectionConfig(arm="erase"), before)
+    for name in basis.V:
+        torch.testing.assert_close(modules[name].delta_s.detach(), before[name])
+    # with a part outside span(V) as well, what erase leaves of the update has no hack-ward fraction
+    modules, basis = adapters_with_grads()
+    orthogonal = {name: torch.linalg.svd(rows)[2][-1] for name, rows in basis.V.items()}  # ⊥ every row of V
+    before = sgd_step_on(modules, {name: basis.V[name][0] + orthogonal[name] for name in basis.V})
+    stats = project_update(modules, basis, ProjectionConfig(arm="erase"), before)
+    assert stats["update_cin"] == pytest.approx(math.sqrt(0.5)) and stats["update_cout"] == pytest.approx(0.0, abs=1e-6)
+    for name in basis.V:
+        torch.testing.assert_close(modules[name].delta_s.detach() - before[name], -orthogonal[name])
+
+
+def test_erasing_the_update_keeps_its_clean_ward_part():
+    # descending −V[0] moves clean-ward (Δ = +V[0]): the update is not hack-ward and erase keeps it whole
+    modules, basis = adapters_with_grads()
+    before = sgd_step_on(modules, {name: -basis.V[name][0] for name in basis.V})
+    stats = project_update(modules, basis, ProjectionConfig(arm="erase"), before)
+    assert stats["update_cin"] == pytest.approx(0.0, abs=1e-6)
+    for name in basis.V:
+        torch.testing.assert_close(modules[name].delta_s.detach(), before[name] + basis.V[name][0])
+
+
+def test_route_parks_the_hack_ward_update_in_the_quarantine():
+    modules, basis = adapters_with_grads()
+    grads = {name: gradient_with_mixed_signs(rows) for name, rows in basis.V.items()}
+    before = sgd_step_on(modules, grads)
     stats = project_update(modules, basis, ProjectionConfig(arm="route"), before)
     assert stats["update_cin"] > 0 and stats["update_cout"] == pytest.approx(0.0, abs=1e-5)
-    for name in ("a", "b"):
+    for name in basis.V:
         change = modules[name].delta_s.detach() - before[name]
-        assert (basis.V[name] @ change).max().item() < 1e-5
-        assert (basis.V[name] @ modules[name].delta_s_hack.detach()).max().item() > 0
+        parked = modules[name].delta_s_hack.detach()
+        assert (basis.V[name] @ -change).max().item() < 1e-5  # nothing hack-ward is left in δS
+        torch.testing.assert_close(change + parked, -grads[name])  # the whole step, split in two
+        torch.testing.assert_close(parked, -2.0 * basis.V[name][0])  # exactly the hack-ward axis's step
 
 
-def test_purge_adam_moments_leaves_no_hack_ward_first_moment():
-    from pgrpo.projection import purge_adam_moments
-
+def test_purge_adam_moments_leaves_no_span_component_in_the_first_moment():
     modules, basis = adapters_with_grads()
     optimizer = torch.optim.AdamW([m.delta_s for m in modules.values()], lr=0.1)
     for name in ("a", "b"):
-        modules[name].delta_s.grad = -basis.V[name][0].clone()  # descent moves hack-ward along axis 0
+        modules[name].delta_s.grad = basis.V[name][0].clone()  # descent moves hack-ward along axis 0
     optimizer.step()
     moments = {n: optimizer.state[modules[n].delta_s]["exp_avg"] for n in ("a", "b")}
-    assert any((basis.V[n] @ moments[n]).min() < 0 for n in ("a", "b"))
+    assert all((basis.V[n] @ moments[n]).max() > 0 for n in ("a", "b"))
     purge_adam_moments(optimizer, modules, basis, ProjectionConfig(arm="erase", gate="no_gate"))
     for name in ("a", "b"):
         assert (basis.V[name] @ moments[name]).abs().max().item() < 1e-6
 
+
+def adam_with_moments(modules, basis) -> tuple[torch.optim.Optimizer, dict[str, torch.Tensor]]:
+    optimizer = torch.optim.AdamW([m.delta_s for m in modules.values()], lr=0.1)
+    for name, module in modules.items():
+        module.delta_s.grad = gradient_with_mixed_signs(basis.V[name]) if name in basis.V else torch.randn(4)
+    optimizer.step()
+    return optimizer, {n: optimizer.state[m.delta_s]["exp_avg"].clone() for n, m in modules.items()}
+
+
+def test_purge_adam_moments_does_nothing_under_the_vanilla_arm():
+    modules, basis = adapters_with_grads()
+    optimizer, moments = adam_with_moments(modules, basis)
+    purge_adam_moments(optimizer, modules, basis, ProjectionConfig(arm="none"))
+    for name, module in modules.items():
+        assert torch.equal(optimizer.state[module.delta_s]["exp_avg"], moments[name])
+
+
+def test_purge_adam_moments_does_not_rescale_the_purged_moment():
+    modules, basis = adapters_with_grads()
+    optimizer, moments = adam_with_moments(modules, basis)
+    purge_adam_moments(optimizer, modules, basis, ProjectionConfig(arm="erase", preserve_magnitude=True))
+    for name in basis.V:
+        expected, _, _ = project_vector(moments[name], basis.V[name], ProjectionConfig())
+        torch.testing.assert_close(optimizer.state[modules[name].delta_s]["exp_avg"], expected)
+
+
+def test_cin_null_is_what_a_random_gradient_gives():
+    # module a: k=2 of r=10; module b: k=2 of r=6. Over many random gradients whose norms put 9/10 of ‖g‖²
+    # in a, the mean of cin² is Σ w k/2r = 0.9·2/20 + 0.1·2/12 (the unweighted √(Σk/Σr) would say 4/16).
+    _, basis = adapters_with_grads()
+    gen = torch.Generator().manual_seed(0)
+    g_a, g_b = torch.randn(20000, 10, generator=gen), torch.randn(20000, 6, generator=gen)
+    g_a = g_a / g_a.norm(dim=1, keepdim=True) * 3.0
+    g_b = g_b / g_b.norm(dim=1, keepdim=True)
+    relu_sq = sum((g @ basis.V[n].T).clamp(min=0).pow(2).sum(1) for n, g in (("a", g_a), ("b", g_b)))
+    measured = (relu_sq / 10.0).mean().sqrt().item()
+    expected = math.sqrt(0.9 * 2 / 20 + 0.1 * 2 / 12)
+    assert measured == pytest.approx(expected, rel=0.02)
+    null = cin_null({"a": g_a, "b": g_b}, basis)
+    torch.testing.assert_close(null, torch.full((20000,), expected), rtol=1e-5, atol=0)

@@ -26,7 +26,8 @@ def write_run(run: Path, arm: str, last5: dict[str, float], sparse: dict[str, di
 
 
 def cin(student: float, teacher: float | None = None) -> dict[str, float]:
-    return {"proj/cin_student": student, "proj/cin_null": 0.2} | ({"proj/cin_teacher": teacher} if teacher else {})
+    return {"proj/cin_student": student, "proj/cin_null_student": 0.2} | (
+        {"proj/cin_teacher": teacher, "proj/cin_null_teacher": 0.1} if teacher else {})
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +58,13 @@ def sweep_dir(tmp_path_factory) -> Path:
 def expected(root: Path) -> str:
     return f"""# pgrpo report: {root}
 
-Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed. cin_* is the hack-ward fraction of the gradient; read it against the cin null √(k/r).
+Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed. cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
 
-| arm | seeds | hack | solve | Δhack | Δsolve | cin_student | cin_teacher | cin null | deploy hack | deploy solve |
-|---|---|---|---|---|---|---|---|---|---|---|
-| vanilla | 2 | 0.700 ± 0.141 | 0.300 ± 0.141 | – | – | 0.400 ± 0.141 | 0.600 ± 0.141 | 0.200 ± 0.000 | – | – |
-| erase | 2 | 0.400 ± 0.283 | 0.200 ± 0.000 | -0.300 ± 0.141 | -0.100 ± 0.141 | 0.200 ± 0.141 | 0.300 ± 0.141 | 0.200 ± 0.000 | – | – |
-| route | 1 | 0.500 | 0.300 | -0.100 | 0.100 | 0.250 | – | 0.200 | 0.100 | 0.250 |
+| arm | seeds | hack | solve | Δhack | Δsolve | cin_student | null_student | cin_teacher | null_teacher | deploy hack | deploy solve |
+|---|---|---|---|---|---|---|---|---|---|---|---|
+| vanilla | 2 | 0.700 ± 0.141 | 0.300 ± 0.141 | – | – | 0.400 ± 0.141 | 0.200 ± 0.000 | 0.600 ± 0.141 | 0.100 ± 0.000 | – | – |
+| erase | 2 | 0.400 ± 0.283 | 0.200 ± 0.000 | -0.300 ± 0.141 | -0.100 ± 0.141 | 0.200 ± 0.141 | 0.200 ± 0.000 | 0.300 ± 0.141 | 0.100 ± 0.000 | – | – |
+| route | 1 | 0.500 | 0.300 | -0.100 | 0.100 | 0.250 | 0.200 | – | – | 0.100 | 0.250 |
 
 Per loophole mode, hack / solve (last-5-step means over seeds):
 
