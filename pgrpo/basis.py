@@ -5,7 +5,9 @@ the normalisation and the adapter layout, so a changed input never reuses a
 stale V (the reference keyed its cache by file path only).
 """
 
+import os
 import random
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from pgrpo.env import Problem
 from pgrpo.env.pairs import ContrastivePair, load_pairs, nonhack_pairs, shuffled_pairs, template_pairs
 from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basis, nll_grads, pairs_hash
 from pgrpo.models import render_chat
-from pgrpo.rollout import pack
+from pgrpo.rollout import encode_prompts, pack
 
 
 @dataclass
@@ -25,7 +27,7 @@ class ExtractionConfig:
     pairs: "templates" (built-in hack/clean templates for the training problems) or a JSON file of pairs.
     modes: only pairs whose loophole mode is listed (the weak detector knows these); None = all.
     k: hack axes kept per module. tau_axis: drop axes with σ < tau·σ_max. noise_floor: drop axes whose σ
-    is below this quantile of all modules' σ (applied after loading). n_heldout: last pairs kept out of
+    is below this quantile of all modules' σ (before the held-out pairs are scored). n_heldout: last pairs kept out of
     the SVD and scored. normalize: "length" (each NLL ÷ its own token count) or "fixed" (÷
     fixed_denominator, the Dr.GRPO convention the loss uses).
     """
@@ -62,49 +64,73 @@ def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: s
 
 def load_or_extract_basis(
     model, adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path | None,
-    target_key: dict, control: str = "none",
+    target_key: dict, temperature: float = 1.0, control: str = "none",
 ) -> HackBasis:
     """V for this model and pair set: from the cache when every input matches, else extracted and cached.
 
-    cache=None always extracts and stores nothing: the key knows the base model, not the knobs, so a V
-    re-extracted against a trained policy (the V refresh) must neither read nor write it.
+    `problems` must be the ones the run may learn from (never its held-out evaluation problems).
+    `temperature` is the sampling temperature the loss divides logits by: V is the gradient of the same
+    logprobs. cache=None always extracts and stores nothing: the key knows the base model, not the knobs,
+    so a V re-extracted against a trained policy (the V refresh) must neither read nor write it.
     """
-    pairs = contrastive_pairs(problems, cfg, control)
-    prompts = [render_chat(tokenizer, list(p.messages)) for p in pairs]
-    pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
-    key = basis_cache_key(
-        model_id, pairs_id, cfg.k, cfg.tau_axis,
-        cfg.normalize, extra={**target_key, "n_heldout": cfg.n_heldout, "fixed_denominator": cfg.fixed_denominator},
-    )
-    path = Path(cache) / f"{key}.safetensors" if cache is not None else None
+    pairs, prompts, pairs_id, path = _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key,
+                                                           temperature, control)
     device = next(model.parameters()).device
     if path is not None and path.is_file():
-        basis = HackBasis.load(path, device=device)
-    else:
-        g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg)
-        g_clean = completion_grads(model, adapter, tokenizer, prompts, [p.clean for p in pairs], cfg)
-        basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, meta={
-            "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
-        })
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            basis.save(tmp)
-            tmp.rename(path)  # atomic: a killed extraction never leaves a truncated V in the cache
-    if cfg.noise_floor is not None:
-        basis = basis.apply_noise_floor(cfg.noise_floor)
+        return HackBasis.load(path, device=device)
+    g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg, temperature)
+    g_clean = completion_grads(model, adapter, tokenizer, prompts, [p.clean for p in pairs], cfg, temperature)
+    basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, cfg.noise_floor, meta={
+        "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
+        "temperature": str(temperature),
+    })
+    if path is not None:
+        save_atomically(basis, path)
     return basis.to(device)
 
 
-def completion_grads(model, adapter, tokenizer, prompts: list[str], completions: list[str], cfg: ExtractionConfig):
-    """Per-completion ∇δS NLL, batched: {module: (n, r)}."""
+def cached_basis_path(tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path,
+                      target_key: dict, temperature: float = 1.0, control: str = "none") -> Path:
+    """Where `load_or_extract_basis` with these arguments keeps its V (the file may not exist yet)."""
+    return _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key, temperature, control)[3]
+
+
+def _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key, temperature, control):
+    pairs = contrastive_pairs(problems, cfg, control)
+    prompts = [render_chat(tokenizer, list(p.messages)) for p in pairs]
+    pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
+    if cache is None:
+        return pairs, prompts, pairs_id, None
+    key = basis_cache_key(
+        model_id, pairs_id, cfg.k, cfg.tau_axis, cfg.normalize,
+        extra={**target_key, "n_heldout": cfg.n_heldout, "fixed_denominator": cfg.fixed_denominator,
+               "noise_floor": cfg.noise_floor, "temperature": temperature},
+    )
+    return pairs, prompts, pairs_id, Path(cache) / f"{key}.safetensors"
+
+
+def save_atomically(basis: HackBasis, path: Path) -> None:
+    """A killed extraction never leaves a truncated V, and runs that extract the same V at once (ranks, sweep
+    cells on one cache) never share a temporary file: each writes its own, and the last rename wins."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}-{threading.get_ident()}")
+    try:
+        basis.save(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def completion_grads(model, adapter, tokenizer, prompts: list[str], completions: list[str], cfg: ExtractionConfig,
+                     temperature: float = 1.0):
+    """Per-completion ∇δS NLL, batched: {module: (n, r)}. Prompts are encoded as generation encodes them."""
     eos = tokenizer.eos_token_id
-    prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     completion_ids = [tokenizer(c, add_special_tokens=False)["input_ids"] + [eos] for c in completions]
-    packed = pack(prompt_ids, completion_ids, tokenizer.pad_token_id)
+    packed = pack(encode_prompts(tokenizer, prompts), completion_ids, tokenizer.pad_token_id)
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[]):  # extraction must not shift the run's sampling RNG
         return nll_grads(
             model, adapter, packed.input_ids.to(device), packed.attention_mask.to(device),
             packed.completion_mask.to(device), cfg.normalize, cfg.fixed_denominator, cfg.batch_size,
+            temperature=temperature,
         )

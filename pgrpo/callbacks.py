@@ -91,7 +91,7 @@ class BasisRefresh(L.Callback):
             return
         start = time.perf_counter()
         old = pl_module.basis
-        new = refreshed_basis(pl_module, trainer.datamodule.problems, old).to(pl_module.device)
+        new = refreshed_basis(pl_module, trainer.datamodule.extraction_problems, old).to(pl_module.device)
         overall, per_module = basis_overlap(old, new)
         pl_module.basis = new
         log_scalars(trainer, {"proj/basis_overlap": overall, "time/refresh": time.perf_counter() - start,

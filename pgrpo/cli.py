@@ -94,7 +94,7 @@ def extract(
     basis = load_or_extract_basis(
         policy, adapter, tokenizer, load_problems(problems, modes=modes), extraction,
         model_id=model_id(model), cache=cache_dir() / "bases",
-        target_key={"targets": list(DEFAULT_TARGETS), "max_rank": None},
+        target_key={"targets": list(DEFAULT_TARGETS), "max_rank": None, "dtype": dtype},
     )
     for key, value in sorted(basis.meta.items()):
         print(f"{key}: {value}")

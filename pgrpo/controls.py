@@ -43,7 +43,8 @@ class ControlBasis(L.Callback):
         if is_control(pl_module.basis):
             return
         seed = self.seed if self.seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
-        basis = control_basis(pl_module, trainer.datamodule.problems, self.control, like=pl_module.basis, seed=seed)
+        problems = trainer.datamodule.extraction_problems
+        basis = control_basis(pl_module, problems, self.control, like=pl_module.basis, seed=seed)
         pl_module.basis = basis.to(pl_module.device)
         rank_zero_info(f"negative control: {self.control} V, k matched per module to the real V "
                        f"({basis.k_total} axes over {len(basis.V)} modules)")

@@ -24,6 +24,7 @@ from pgrpo.env import MODES, Problem, RewardConfig, clean_completion, hack_compl
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_tokenizer, render_chat
+from pgrpo.rollout import encode_prompts
 
 
 @dataclass
@@ -146,6 +147,13 @@ class GRPODataModule(L.LightningDataModule):
         # with teacher rows in every group, only prompts the pool covers can be trained on
         self.train_problems = covered
 
+    @property
+    def extraction_problems(self) -> list[Problem]:
+        """The problems V may be extracted from: all but the held-out evaluation ones (a V that has seen them
+        would make the deployment eval a test on training data)."""
+        eval_ids = {p.id for p in self.eval_problems}
+        return [p for p in self.problems if p.id not in eval_ids]
+
     def _teacher_pool(self) -> TeacherPool:
         pool = TeacherPool.load(self._pool_dir())
         if self.teacher_modes is None:
@@ -204,8 +212,7 @@ class GRPODataModule(L.LightningDataModule):
 
     def _check_prompt_prefix(self, problem: Problem, live: str, row: TeacherRow) -> None:
         """The teacher row must answer the prompt the student sees, token for token."""
-        cached_ids = self.tokenizer(render_chat(self.tokenizer, row.messages))["input_ids"]
-        live_ids = self.tokenizer(live)["input_ids"]
+        cached_ids, live_ids = encode_prompts(self.tokenizer, [render_chat(self.tokenizer, row.messages), live])
         if live_ids[: len(cached_ids)] != cached_ids:
             at = next((j for j, (a, b) in enumerate(zip(cached_ids, live_ids)) if a != b), len(live_ids))
             raise ValueError(

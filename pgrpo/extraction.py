@@ -28,6 +28,7 @@ def nll_grads(
     fixed_denominator: float | None = None,
     batch_size: int = 8,
     chunk_size: int = 128,
+    temperature: float = 1.0,
 ) -> dict[str, Tensor]:
     """Per-completion gradient of its completion-token NLL wrt each module's delta_s: {name: (n, r) fp32}.
 
@@ -36,6 +37,7 @@ def nll_grads(
     layout of `token_logprobs`). normalize="length" divides each NLL by the
     completion's own token count; "fixed" divides by `fixed_denominator` (the
     Dr.GRPO convention, e.g. max_new_tokens), which is what the live loss does.
+    Logits are divided by `temperature`, as the loss divides them by the sampling temperature.
     One forward + one backward per batch of `batch_size` completions, with
     delta_s_hack zeroed. Existing .grad fields are left untouched; the model's
     train/eval mode is used as is (extract in eval mode to avoid dropout).
@@ -67,7 +69,8 @@ def nll_grads(
         for start in range(0, n, batch_size):
             rows = slice(start, start + batch_size)
             with capture_row_grads(modules) as capture:
-                logp, _ = token_logprobs(model, input_ids[rows], attention_mask[rows], completion_len, chunk_size)
+                logp, _ = token_logprobs(model, input_ids[rows], attention_mask[rows], completion_len, chunk_size,
+                                          temperature)
                 nll = -(logp * completion_mask[rows]).sum(1) / denominators[rows]  # (b,)
                 # autograd.grad, not backward: the hooks see every row and .grad stays as it was.
                 torch.autograd.grad(nll.sum(), knobs, allow_unused=True)
@@ -200,6 +203,7 @@ def extract_basis(
     k: int,
     tau_axis: float | None = None,
     n_heldout: int = 0,
+    noise_floor: float | None = None,
     meta: Mapping[str, str] | None = None,
 ) -> HackBasis:
     """Per module: SVD of D = g_hack − g_clean over the first n − n_heldout pairs, top-k right singular vectors.
@@ -207,8 +211,9 @@ def extract_basis(
     Each row is flipped unless a strict majority of training pairs has D·v > 0
     (a vote, so a few outlier pairs with huge opposite projections cannot flip it).
     Rows with σ = 0 carry nothing and are dropped; `tau_axis` also drops rows with
-    σ < tau · σ_max of that module; modules left empty are dropped. With
-    n_heldout > 0 the last pairs are scored by `separation` and the result is
+    σ < tau · σ_max of that module; modules left empty are dropped; `noise_floor`
+    then applies `HackBasis.apply_noise_floor`. With n_heldout > 0 the last pairs
+    are scored by `separation`, on the rows that survived, and the result is
     recorded in meta (heldout_frac_positive, heldout_cin, heldout_cin_null).
     `meta` adds caller facts (model id, pairs hash, normalize) to the record.
     """
@@ -246,6 +251,8 @@ def extract_basis(
         "k_total": str(sum(len(s) for s in sigma.values())),
     }
     basis = HackBasis(V, sigma, record)
+    if noise_floor is not None:
+        basis = basis.apply_noise_floor(noise_floor)
     if n_heldout > 0:
         heldout = slice(n_train, n_pairs)
         score = separation(

@@ -12,6 +12,7 @@ import time
 import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -24,7 +25,7 @@ from pgrpo.adapter import (
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
 from pgrpo.env import MODES, GradeResult, Problem, RewardConfig, grade_batch
-from pgrpo.basis import ExtractionConfig, load_or_extract_basis
+from pgrpo.basis import ExtractionConfig, cached_basis_path, load_or_extract_basis, save_atomically
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id
@@ -156,19 +157,42 @@ class ProjectedGRPO(L.LightningModule):
 
     def on_fit_start(self) -> None:
         if self.basis is None:  # a resumed run restored V from its checkpoint
-            self.basis = self.extract_basis(self.trainer.datamodule.problems)
+            self.basis = self.extract_basis(self.trainer.datamodule.extraction_problems)
         self.basis = self.basis.to(self.device)
 
     def extract_basis(self, problems: list[Problem], control: str = "none", extraction: ExtractionConfig | None = None,
                       cached: bool = True) -> HackBasis:
         """V of the current policy (δS_hack zeroed) for this run's adapter; the negative controls and the V
-        refresh call it too. cached=False re-extracts against the trained knobs (the cache knows only the base)."""
-        return load_or_extract_basis(
-            self.policy, self.adapter, self.tokenizer, problems, extraction or self.extraction,
-            model_id=model_id(self.model_name), cache=cache_dir() / "bases" if cached else None,
-            target_key={"targets": list(self.hparams.target_modules), "max_rank": self.hparams.max_rank},
-            control=control,
-        )
+        refresh call it too. cached=False re-extracts against the trained knobs (the cache knows only the base).
+
+        Under DDP/FSDP every rank gets rank 0's V, bit for bit: ranks that extracted on their own could differ
+        in the last bits, and the gradient edit must be the same everywhere."""
+        hp = self.hparams
+        args = dict(cfg=extraction or self.extraction, model_id=model_id(self.model_name),
+                    target_key={"targets": list(hp.target_modules), "max_rank": hp.max_rank, "dtype": hp.dtype},
+                    temperature=self.generation.temperature, control=control)
+        cache = cache_dir() / "bases" if cached else None
+
+        def load_or_extract(cache: Path | None) -> HackBasis:
+            return load_or_extract_basis(self.policy, self.adapter, self.tokenizer, problems, cache=cache, **args)
+
+        world = self.trainer.world_size if self._trainer is not None else 1
+        if world == 1:
+            return load_or_extract(cache)
+        strategy = self.trainer.strategy
+        if not base_is_sharded(self.adapter):
+            basis = load_or_extract(cache) if self.global_rank == 0 else None
+        else:
+            # every forward of a sharded base is collective: all ranks extract, or none does (a cache hit)
+            path = cached_basis_path(self.tokenizer, problems, cache=cache, **args) if cache is not None else None
+            if strategy.broadcast(path is not None and path.is_file(), src=0):
+                basis = HackBasis.load(path) if self.global_rank == 0 else None
+            else:
+                basis = load_or_extract(None)
+                if path is not None and self.global_rank == 0:
+                    save_atomically(basis, path)
+        basis = strategy.broadcast(basis.to("cpu") if basis is not None else None, src=0)
+        return basis.to(self.device)
 
     def configure_optimizers(self):
         knobs = [m.delta_s for m in self.adapter.values()]

@@ -25,22 +25,41 @@ class Packed:
         return Packed(self.input_ids[index], self.attention_mask[index], self.completion_mask[index])
 
 
+def encode_prompts(tokenizer, prompts: list[str]) -> list[list[int]]:
+    """Prompt token ids as every pass sees them: with the tokenizer's special tokens (a BOS where it adds one).
+
+    Generation, V's extraction and the teacher pool's prefix check all encode prompts here, so a
+    BOS-adding tokenizer never gives the same prompt two contexts.
+    """
+    return tokenizer(prompts)["input_ids"]
+
+
+def left_pad(rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+    """(ids, attention mask), both (B, max len), rows flush right."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        if r:
+            ids[i, width - len(r) :] = torch.tensor(r)
+            attention[i, width - len(r) :] = 1
+    return ids, attention
+
+
 def pack(prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> Packed:
     """Left-pad prompts, right-pad completions, concatenate."""
     if len(prompts) != len(completions):
         raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
     if any(len(c) == 0 for c in completions):
         raise ValueError("every completion needs at least one token (append EOS)")
-    t_p = max(len(p) for p in prompts)
-    t_c = max(len(c) for c in completions)
-    batch = len(prompts)
-    ids = torch.full((batch, t_p + t_c), pad_id, dtype=torch.long)
-    attention = torch.zeros((batch, t_p + t_c), dtype=torch.long)
-    for i, (p, c) in enumerate(zip(prompts, completions)):
-        ids[i, t_p - len(p) : t_p] = torch.tensor(p)
-        ids[i, t_p : t_p + len(c)] = torch.tensor(c)
-        attention[i, t_p - len(p) : t_p + len(c)] = 1
-    return Packed(ids, attention, attention[:, t_p:].clone())
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id)  # (B, T_p)
+    completion_ids = torch.full((len(completions), max(len(c) for c in completions)), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros_like(completion_ids)  # (B, T_c)
+    for i, c in enumerate(completions):
+        completion_ids[i, : len(c)] = torch.tensor(c)
+        completion_mask[i, : len(c)] = 1
+    return Packed(torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1),
+                  completion_mask)
 
 
 @torch.no_grad()
@@ -60,12 +79,12 @@ def sample(
     (EOS kept), clipped per row = no EOS within max_new_tokens). synced_gpus (HF's name, on any
     device): keep running forwards until every process has finished, as a sharded model needs.
     """
-    rows = [p for p in prompts for _ in range(n_per_prompt)]
-    enc = tokenizer(rows, return_tensors="pt", padding=True, padding_side="left")
+    prompt_ids = [ids for ids in encode_prompts(tokenizer, prompts) for _ in range(n_per_prompt)]
+    input_ids, attention_mask = left_pad(prompt_ids, tokenizer.pad_token_id)
     device = next(model.parameters()).device
     out = model.generate(
-        input_ids=enc["input_ids"].to(device),
-        attention_mask=enc["attention_mask"].to(device),
+        input_ids=input_ids.to(device),
+        attention_mask=attention_mask.to(device),
         do_sample=True,
         temperature=temperature,
         top_p=top_p,
@@ -75,8 +94,7 @@ def sample(
         eos_token_id=tokenizer.eos_token_id,
         synced_gpus=synced_gpus,
     )
-    new = out[:, enc["input_ids"].shape[1] :].tolist()
-    prompt_ids = [ids[mask.bool()].tolist() for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
+    new = out[:, input_ids.shape[1] :].tolist()
     completions, clipped = [], []
     for tokens in new:
         if tokenizer.eos_token_id in tokens:

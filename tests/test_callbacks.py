@@ -46,7 +46,7 @@ class Recorder:
 def refresh_at(step: int, old: HackBasis, new: HackBasis, callback: BasisRefresh):
     logger = Recorder()
     module = SimpleNamespace(basis=old, device=torch.device("cpu"), extract_basis=lambda problems, cached: new)
-    trainer = SimpleNamespace(global_step=step, loggers=[logger], datamodule=SimpleNamespace(problems=[]))
+    trainer = SimpleNamespace(global_step=step, loggers=[logger], datamodule=SimpleNamespace(extraction_problems=[]))
     callback.on_train_batch_end(trainer, module, None, None, 0)
     return module.basis, logger.logged
 

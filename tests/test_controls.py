@@ -36,7 +36,7 @@ class FakeModule:
         return self.extracted
 
 
-TRAINER = SimpleNamespace(datamodule=SimpleNamespace(problems=[]))
+TRAINER = SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[]))
 # tau_axis and the noise floor left the real V with a different k in each module, and no module c at all
 REAL_K = {"a": 3, "b": 1}
 

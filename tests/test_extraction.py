@@ -79,6 +79,19 @@ def test_noise_floor_pools_sigma_across_modules():
     assert list(basis.apply_noise_floor(0.9).V) == ["a"]
 
 
+def test_heldout_scores_are_of_the_rows_the_noise_floor_keeps():
+    g_hack, g_clean, _ = planted_pairs(n=40)
+    g_hack = {"m": g_hack, "weak": 0.01 * torch.randn(40, 16, generator=torch.Generator().manual_seed(5))}
+    g_clean = {"m": g_clean, "weak": torch.zeros(40, 16)}
+    basis = extract_basis(g_hack, g_clean, k=3, n_heldout=10, noise_floor=0.5)
+    assert sum(len(s) for s in basis.sigma.values()) < 6  # the floor dropped rows
+    held = slice(30, 40)
+    score = separation(basis, {n: g[held] for n, g in g_hack.items()}, {n: g[held] for n, g in g_clean.items()})
+    assert float(basis.meta["heldout_cin"]) == pytest.approx(score.cin, rel=1e-5)
+    assert float(basis.meta["heldout_cin_null"]) == pytest.approx(score.cin_null, rel=1e-5)
+    assert basis.meta["noise_floor"] == "0.5" and basis.meta["k_total"] == str(basis.k_total)
+
+
 def test_heldout_pairs_are_left_out_and_scored():
     g_hack, g_clean, _ = planted_pairs(n=40)
     basis = extract_basis({"m": g_hack}, {"m": g_clean}, k=1, n_heldout=10)
@@ -174,19 +187,21 @@ def test_batched_nll_grads_equal_one_at_a_time_and_leave_grad_alone():
         assert module.delta_s.grad is None
 
 
-def test_nll_grads_match_autograd_of_length_normalised_nll_with_quarantine_zeroed():
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_nll_grads_match_autograd_of_the_sampling_distributions_nll_with_quarantine_zeroed(temperature):
     model = tiny_model()
     modules = attach_adapter(model, target_modules=("v_proj",))
     with torch.no_grad():
         for param in knob_parameters(modules):
             param.normal_(0, 0.05)
     ids, attention, completion = completion_batch()
-    grads = nll_grads(model, modules, ids[:1], attention[:1], completion[:1], normalize="fixed", fixed_denominator=8.0)
+    grads = nll_grads(model, modules, ids[:1], attention[:1], completion[:1], normalize="fixed", fixed_denominator=8.0,
+                      temperature=temperature)
     hack_values = {name: m.delta_s_hack.detach().clone() for name, m in modules.items()}
     with torch.no_grad():
         for module in modules.values():
             module.delta_s_hack.zero_()
-    logits = model(ids[:1]).logits[:, -5:-1].float()
+    logits = model(ids[:1]).logits[:, -5:-1].float() / temperature  # the loss scores samples at their temperature
     nll = -logits.log_softmax(-1).gather(-1, ids[:1, -4:, None]).squeeze(-1).sum() / 8.0
     nll.backward()
     for name, module in modules.items():

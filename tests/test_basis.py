@@ -1,0 +1,193 @@
+"""The V a run uses: which problems, which logprobs and which prompt tokens it is extracted from, how it is
+cached under concurrency, and that every rank of a distributed run gets the same one."""
+
+import multiprocessing
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from tokenizers import processors
+
+import pgrpo.basis as basis_file
+import pgrpo.module as module_file
+from pgrpo.adapter import attach_adapter
+from pgrpo.basis import ExtractionConfig, completion_grads, load_or_extract_basis
+from pgrpo.data import GRPODataModule
+from pgrpo.env import load_problems
+from pgrpo.env.prompts import build_messages
+from pgrpo.extraction import HackBasis
+from pgrpo.models import load_model_and_tokenizer, model_id, render_chat
+from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.rollout import sample
+
+TARGET_KEY = {"targets": ["q_proj"], "max_rank": None, "dtype": "float32"}
+
+
+def some_basis(seed: int = 0) -> HackBasis:
+    return HackBasis({"m": torch.randn(2, 4, generator=torch.Generator().manual_seed(seed))}, {"m": torch.ones(2)})
+
+
+class Spy:
+    """Stands in for load_or_extract_basis: records every call, returns a fixed V."""
+
+    def __init__(self, result: HackBasis):
+        self.result, self.calls = result, []
+
+    def __call__(self, model, adapter, tokenizer, problems, **kwargs):
+        self.calls.append({"problems": problems, **kwargs})
+        return self.result
+
+
+@pytest.fixture
+def grpo_with(monkeypatch):
+    """A ProjectedGRPO on a stand-in trainer, with load_or_extract_basis replaced by a Spy."""
+
+    def make(datamodule=None, world_size: int = 1, rank: int = 0, broadcast=None, **kwargs):
+        module = ProjectedGRPO(**kwargs)
+        module.configure_model()
+        strategy = SimpleNamespace(broadcast=broadcast or (lambda obj, src: obj))
+        module._trainer = SimpleNamespace(datamodule=datamodule, world_size=world_size, global_rank=rank,
+                                          strategy=strategy)
+        spy = Spy(some_basis())
+        monkeypatch.setattr(module_file, "load_or_extract_basis", spy)
+        return module, spy
+
+    return make
+
+
+def test_v_is_never_extracted_from_the_held_out_evaluation_problems(grpo_with):
+    data = GRPODataModule(mix_ratio=0.0, n_eval_prompts=6)
+    data.setup("fit")
+    module, spy = grpo_with(datamodule=data)
+    module.on_fit_start()
+    (call,) = spy.calls
+    held_out = {p.id for p in data.eval_problems}
+    assert len(held_out) == 6
+    assert not held_out & {p.id for p in call["problems"]}
+    assert len(call["problems"]) == len(data.problems) - 6
+
+
+def test_v_follows_the_base_dtype_and_the_sampling_temperature(grpo_with):
+    module, spy = grpo_with(dtype="bfloat16", generation=GenerationConfig(temperature=0.7))
+    module.extract_basis(load_problems(None)[:4])
+    (call,) = spy.calls
+    assert call["target_key"]["dtype"] == "bfloat16"  # part of the cache key
+    assert call["temperature"] == 0.7
+
+
+def test_the_cache_key_changes_with_dtype_and_temperature():
+    problems = load_problems(None)[:12]
+    _, tokenizer = load_model_and_tokenizer("embedded")
+    cfg = ExtractionConfig(n_heldout=2)
+
+    def path(target_key=TARGET_KEY, temperature=1.0):
+        return basis_file.cached_basis_path(tokenizer, problems, cfg, model_id="m", cache=Path("c"),
+                                            target_key=target_key, temperature=temperature)
+
+    assert len({path(), path({**TARGET_KEY, "dtype": "bfloat16"}), path(temperature=0.7)}) == 3
+
+
+def test_every_rank_gets_rank_zeros_v_and_only_rank_zero_extracts(grpo_with):
+    rank_zero_v = some_basis(seed=7)
+    sent = []
+
+    def broadcast(obj, src):
+        sent.append(obj)
+        return rank_zero_v  # what rank 0 sent
+
+    module, spy = grpo_with(world_size=2, rank=1, broadcast=broadcast)
+    got = module.extract_basis(load_problems(None)[:4])
+    assert spy.calls == [] and sent == [None]  # rank 1 neither extracts nor reads the cache
+    assert torch.equal(got.V["m"], rank_zero_v.V["m"])
+    module, spy = grpo_with(world_size=2, rank=0)
+    module.extract_basis(load_problems(None)[:4])
+    assert len(spy.calls) == 1
+
+
+def bos_adding(tokenizer):
+    """The embedded tokenizer changed to put a BOS token before every text, as Llama's tokenizers do."""
+    bos = tokenizer.eos_token  # any special token will do as the BOS here
+    tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))])
+    return tokenizer
+
+
+def test_extraction_sees_the_prompt_tokens_that_generation_sees(monkeypatch):
+    model, tokenizer = load_model_and_tokenizer("embedded")
+    tokenizer = bos_adding(tokenizer)
+    prompt = render_chat(tokenizer, build_messages(load_problems(None)[0]))
+    generated_prompt_ids, _, _ = sample(model, tokenizer, [prompt], 1, max_new_tokens=2, temperature=1.0, top_p=1.0)
+    assert generated_prompt_ids[0][0] == tokenizer.eos_token_id  # the tokenizer does add a BOS
+
+    seen = {}
+
+    def spy(model, adapter, input_ids, attention_mask, completion_mask, *args, **kwargs):
+        seen["ids"] = input_ids[0, attention_mask[0].bool()].tolist()
+        return {}
+
+    monkeypatch.setattr(basis_file, "nll_grads", spy)
+    completion_grads(model, {}, tokenizer, [prompt], ["x = 1"], ExtractionConfig())
+    assert seen["ids"][: len(generated_prompt_ids[0])] == generated_prompt_ids[0]
+
+
+def extract_on_cold_cache(cache: str, out: str, barrier) -> None:
+    """One of two processes extracting the same V into one empty cache; both write it at the same moment."""
+    save = HackBasis.save
+
+    def save_then_wait(self, path):
+        save(self, path)
+        barrier.wait(timeout=120)  # the other process has written its temporary file too
+
+    HackBasis.save = save_then_wait
+    torch.set_num_threads(1)
+    model, tokenizer = load_model_and_tokenizer("embedded")
+    adapter = attach_adapter(model, ("q_proj",))
+    basis = load_or_extract_basis(model, adapter, tokenizer, load_problems(None)[:12], ExtractionConfig(n_heldout=2),
+                                  model_id=model_id("embedded"), cache=Path(cache), target_key=TARGET_KEY)
+    torch.save(basis.V, out)
+
+
+def test_two_processes_on_a_cold_cache_get_the_same_v_bit_for_bit(tmp_path):
+    load_model_and_tokenizer("embedded")  # built once here, not raced for by the two processes
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(2)
+    procs = [spawn.Process(target=extract_on_cold_cache, args=(str(tmp_path / "bases"), str(tmp_path / f"v{i}.pt"),
+                                                               barrier)) for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    first, second = torch.load(tmp_path / "v0.pt"), torch.load(tmp_path / "v1.pt")
+    assert first.keys() == second.keys() and all(torch.equal(first[n], second[n]) for n in first)
+    (cached,) = (tmp_path / "bases").iterdir()  # the V, and no temporary file left behind
+    assert cached.suffix == ".safetensors"
+
+
+def test_a_cache_write_racing_another_in_the_same_process_keeps_both(tmp_path, monkeypatch):
+    barrier = threading.Barrier(2)
+    save = HackBasis.save
+
+    def save_then_wait(self, path):
+        save(self, path)
+        barrier.wait(timeout=30)
+
+    monkeypatch.setattr(HackBasis, "save", save_then_wait)
+    target = tmp_path / "key.safetensors"
+    errors = []
+
+    def write(seed):
+        try:
+            basis_file.save_atomically(some_basis(seed), target)
+        except Exception as e:  # noqa: BLE001 — the test reports what a writer raised
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(seed,)) for seed in (0, 0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and [p.name for p in tmp_path.iterdir()] == ["key.safetensors"]
+    assert torch.equal(HackBasis.load(target).V["m"], some_basis(0).V["m"])
