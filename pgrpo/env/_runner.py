@@ -8,7 +8,8 @@ the uid drop and killing by process group and uid only.
 
 Protocol. stdin carries two length-prefixed JSON frames, read with raw
 os.read so that nothing of the second is in memory before it is wanted:
-  frame 1: {"limits": {..., "uid", "deadline"}, "later_weight": w, "children": [spec, ...]}
+  frame 1: {"limits": {..., "uid", "deadline"}, "later_weight": w, "children": [spec, ...],
+            "root": what the private root shows (namespaces mode; see rootfs.py)}
   frame 2: {"children": [spec, ...]}
 A spec is {"entry": name of a PROGRAM function, "args": {...}, "weight": w,
 "read_file": name or null}; the child calls PROGRAM.<entry>(args,
@@ -56,7 +57,7 @@ def main() -> None:
     if mode == "namespaces":
         if os.getpid() != 1:
             raise RuntimeError("namespaces mode needs to be PID 1 of its own pid namespace")
-        _enter_private_root(limits["tmpfs_mb"])
+        _enter_private_root(limits["tmpfs_mb"], first["root"])
     else:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come to us to be reaped
     weight = sum(c["weight"] for c in first["children"]) + first["later_weight"]
@@ -113,26 +114,24 @@ def _bind_readonly(source: str, target: str) -> None:
     _mount("none", target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_REC)
 
 
-def _enter_private_root(tmpfs_mb: int) -> None:
-    """chroot into a tmpfs holding only /usr, the stdlib, a few devices and a fresh /proc.
+def _enter_private_root(tmpfs_mb: int, plan: dict) -> None:
+    """chroot into a tmpfs that shows only what `plan` names (see rootfs.py), a few devices and a fresh /proc.
 
-    The host's files (the repo, the data with the test answers, /root) are not
-    there at all; the only writable place a candidate has is its work dir.
+    The host's files (the repo, the data with the test answers, /root, every
+    installed package) are not there at all; the only writable place a
+    candidate has is its work dir.
     """
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=0755")
     root = "/tmp/root"
     os.makedirs(root + "/tmp", mode=0o755)
-    for name in ("bin", "lib", "lib32", "lib64", "sbin", "usr"):
-        host = "/" + name
-        if os.path.islink(host):
-            os.symlink(os.readlink(host), root + host)
-        elif os.path.isdir(host):
-            _bind_readonly(host, root + host)
-    stdlib = os.path.dirname(os.__file__)
-    if not stdlib.startswith("/usr/"):
-        _bind_readonly(stdlib, root + stdlib)
-    if os.path.exists("/etc/ld.so.cache"):  # extension modules dlopen their libraries through it
-        _bind_readonly("/etc/ld.so.cache", root + "/etc/ld.so.cache")
+    for path in plan["binds"]:
+        _bind_readonly(path, root + path)
+    for path in plan["hide"]:  # site-packages beneath the stdlib: an empty, read-only directory
+        _mount("tmpfs", root + path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0755")
+    for path, target in plan["links"]:
+        if not os.path.lexists(root + path):  # one inside a bound directory is there already
+            os.makedirs(root + os.path.dirname(path), exist_ok=True)
+            os.symlink(target, root + path)
     for dev in DEVICES:
         _bind_readonly("/dev/" + dev, root + "/dev/" + dev)
     os.makedirs(root + "/proc")

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pgrpo.env import rootfs
+
 RUNNER = Path(__file__).with_name("_runner.py")
 NAMESPACES, FALLBACK = "namespaces", "fallback"
 UNSHARE = ("unshare", "--net", "--pid", "--fork", "--mount", "--kill-child")
@@ -89,7 +91,8 @@ def _run(mode: str, program: Path, first: Sequence[Child], then: Sequence[Child]
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
     # An absolute CLOCK_MONOTONIC deadline (shared with the runner): its own start-up counts against the budget.
     head = {"limits": {**asdict(limits), "uid": uid, "deadline": time.monotonic() + timeout_s},
-            "later_weight": sum(c.weight for c in then), "children": [vars(c) for c in first]}
+            "later_weight": sum(c.weight for c in then), "children": [vars(c) for c in first],
+            "root": rootfs.plan(PYTHON) if mode == NAMESPACES else None}
     data = _frame(head) + (_frame({"children": [vars(c) for c in then]}) if then else b"")
     cmd = (*UNSHARE, *PYTHON) if mode == NAMESPACES else PYTHON
     proc = subprocess.Popen([*cmd, str(RUNNER), mode, str(program)], stdin=subprocess.PIPE,

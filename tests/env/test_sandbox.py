@@ -1,6 +1,8 @@
 import json
 import os
 import subprocess
+import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -187,3 +189,85 @@ def test_without_namespaces_isolation_falls_back_with_one_warning(monkeypatch, c
         assert isolation() == FALLBACK and isolation() == FALLBACK
     assert len(caplog.records) == 1 and "WEAKER" in caplog.records[0].getMessage()
     assert result(run("result = os.getuid()")) >= sandbox.UID_RANGE[0]
+
+
+ANSWER_KEY = f"pgrpo_answer_key_{os.getpid()}.py"
+
+
+@pytest.fixture
+def planted_answer_keys() -> list[str]:
+    """An answer file wherever an install of pgrpo would put its problems: the interpreter's own site dirs and
+    the system-wide ones a Docker image uses (removed afterwards, with any directory made for it)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    dirs = {os.path.join(os.path.dirname(os.__file__), "site-packages"), sysconfig.get_paths()["purelib"],
+            f"/usr/local/lib/{version}/site-packages", "/usr/lib/python3/dist-packages"}
+    planted, made = [], []
+    try:
+        for d in sorted(dirs):
+            missing = [p for p in (os.path.dirname(d), d) if not os.path.exists(p)]
+            try:
+                os.makedirs(d, exist_ok=True)
+                made += missing
+                Path(d, ANSWER_KEY).write_text("CANONICAL = 'the answer'\n")
+                planted.append(os.path.join(d, ANSWER_KEY))
+            except PermissionError:
+                continue
+        if not planted:
+            pytest.skip("no site-packages directory is writable here to plant an answer file in")
+        yield planted
+    finally:
+        for path in planted:
+            os.remove(path)
+        for d in reversed(made):
+            os.rmdir(d)
+
+
+def _search_for(planted: list[str], walk_root: bool) -> str:
+    """A candidate that hunts for the answer file: where it was planted, where installs usually go, and (in the
+    sandbox, where it is cheap) every directory there is."""
+    patterns = [*planted, f"/usr/local/lib/python3*/*-packages/{ANSWER_KEY}",
+                f"/usr/lib/python3*/*-packages/{ANSWER_KEY}", f"{os.path.dirname(os.__file__)}/*/{ANSWER_KEY}"]
+    return f"""
+import glob
+found = set()
+for pattern in {patterns!r}:
+    for path in glob.glob(pattern):
+        found.add(path + ': ' + open(path).read().strip())
+if {walk_root!r}:
+    for top, dirs, files in os.walk('/'):
+        dirs[:] = [d for d in dirs if (top, d) != ('/', 'proc')]
+        if {ANSWER_KEY!r} in files:
+            found.add(os.path.join(top, {ANSWER_KEY!r}))
+result = sorted(found)
+"""
+
+
+def test_installed_packages_and_their_data_are_invisible_in_the_sandbox(planted_answer_keys):
+    if isolation() != NAMESPACES:
+        pytest.skip("fallback mode has no filesystem isolation, by design")
+    on_host: dict = {"os": os}
+    exec(_search_for(planted_answer_keys, walk_root=False), on_host)
+    assert len(on_host["result"]) == len(planted_answer_keys)  # the control: the search works out here
+    assert result(run(_search_for(planted_answer_keys, walk_root=True), timeout_s=20.0)) == []
+
+
+def test_stdlib_modules_import_in_the_sandbox_as_on_the_host():
+    """The private root shows the stdlib and the shared libraries its extension modules link: each extension
+    module (and a pure-Python module the runner does not preload) imports there exactly as it does here."""
+    if isolation() != NAMESPACES:
+        pytest.skip("the private root exists in namespaces mode only")
+    code = """
+import importlib, os, sys
+dynload = [d for d in sys.path if d.endswith('lib-dynload')]
+names = sorted({n.split('.')[0] for d in dynload for n in os.listdir(d) if n.endswith('.so')}) + ['fractions']
+failed = []
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception as e:
+        failed.append(name)
+result = [len(names), failed]
+"""
+    host = subprocess.run([*sandbox.PYTHON, "-c", code + "print(__import__('json').dumps(result))"],
+                          capture_output=True, text=True, check=True, env=sandbox.RUNNER_ENV)
+    assert result(run(code, timeout_s=20.0)) == json.loads(host.stdout)
