@@ -20,6 +20,9 @@ from pgrpo.models import render_chat
 from pgrpo.rollout import encode_prompts, pack
 
 
+SHUFFLED_VARIANTS = 4  # template pairs per problem behind the shuffled control: 8 completions to deal labels over
+
+
 @dataclass
 class ExtractionConfig:
     """How V is built.
@@ -49,7 +52,8 @@ def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: s
     if control == "nonhack":
         pairs = nonhack_pairs(problems, cfg.modes)
     elif cfg.pairs == "templates":
-        pairs = template_pairs(problems, cfg.modes)
+        # the shuffled control deals labels across several completions of each problem
+        pairs = template_pairs(problems, cfg.modes, variants=SHUFFLED_VARIANTS if control == "shuffled" else 1)
     else:
         pairs = [p for p in load_pairs(cfg.pairs) if cfg.modes is None or p.mode in cfg.modes]
     if control == "shuffled":

@@ -12,7 +12,7 @@ from pgrpo.adapter import quarantine_zeroed
 from pgrpo.controls import control_basis
 from pgrpo.data import PromptGroup
 from pgrpo.env import Problem
-from pgrpo.extraction import HackBasis
+from pgrpo.extraction import HackBasis, basis_overlap
 
 # shown in the progress bar; everything else goes to the loggers only
 PROGRESS_KEYS = ("hack/student", "solve/student", "reward", "proj/cin")
@@ -110,25 +110,6 @@ def refreshed_basis(pl_module, problems: list[Problem], old: HackBasis) -> HackB
     if control == "random":
         return old
     return control_basis(pl_module, problems, control, like=old, cached=False)
-
-
-def basis_overlap(old: HackBasis, new: HackBasis) -> tuple[float, dict[str, float]]:
-    """Mean principal-angle cosine of the row spaces, over all rows and per module.
-
-    A module's cosines are the singular values of V_old V_newᵀ; rows only one basis has (k changed, a module
-    appeared or vanished) count as cosine 0, so a module scores Σ cos / max(k_old, k_new). Orientation is
-    ignored: a flipped row has cosine 1.
-    """
-    per_module, cosines, rows = {}, 0.0, 0
-    for name in sorted(old.V.keys() | new.V.keys()):
-        a, b = old.V.get(name), new.V.get(name)
-        k = max(v.shape[0] for v in (a, b) if v is not None)
-        total = 0.0
-        if a is not None and b is not None:
-            total = torch.linalg.svdvals(a.float() @ b.float().to(a.device).T).clamp(max=1.0).sum().item()
-        per_module[name] = total / k
-        cosines, rows = cosines + total, rows + k
-    return cosines / max(rows, 1), per_module
 
 
 class DeploymentEval(L.Callback):

@@ -1,13 +1,12 @@
 """Negative-control arms: the run's V is swapped for one that should carry no hack signal (DESIGN §1.7).
 
-random: random orthonormal rows; shuffled: V from the same pairs with half the
-hack/clean labels swapped; nonhack: V from clean-vs-clean pairs. Each control
-has exactly the real V's k in every module, so the only difference from the
-real arm is *which* directions are removed. If the real V does not beat them,
-the effect is regularisation, not hack removal. (A swapped label only negates
-a pair's difference, which the SVD cannot see: the shuffled V spans the real
-V's subspace and only its orientations are re-voted. It controls orientation
-under the one_sided gate; random and nonhack control the subspace.)
+random: random orthonormal rows; shuffled: V from the same problems' completions
+with the hack/clean labels dealt at random across each problem's completions;
+nonhack: V from clean-vs-clean pairs. Each control has exactly the real V's k in
+every module, so the only difference from the real arm is *which* directions are
+removed. If the real V does not beat them, the effect is regularisation, not hack
+removal. Each logs `proj/control_overlap`, its principal-angle overlap with the
+real V, so a reader sees how much of the real subspace a control still holds.
 """
 
 import os
@@ -18,7 +17,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
 
 from pgrpo.env import Problem
-from pgrpo.extraction import HackBasis, random_basis_like
+from pgrpo.extraction import HackBasis, basis_overlap, random_basis_like
 
 Control = Literal["random", "shuffled", "nonhack"]
 CONTROLS = get_args(Control)
@@ -45,9 +44,15 @@ class ControlBasis(L.Callback):
         seed = self.seed if self.seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
         problems = trainer.datamodule.extraction_problems
         basis = control_basis(pl_module, problems, self.control, like=pl_module.basis, seed=seed)
+        # how much of the real V's span the control still holds (1 = the same subspace, ~√(k/r) = unrelated)
+        overlap, _ = basis_overlap(pl_module.basis, basis)
+        basis.meta["overlap_with_real"] = f"{overlap:.6g}"
         pl_module.basis = basis.to(pl_module.device)
+        for logger in trainer.loggers:
+            logger.log_metrics({"proj/control_overlap": overlap}, step=trainer.global_step)
         rank_zero_info(f"negative control: {self.control} V, k matched per module to the real V "
-                       f"({basis.k_total} axes over {len(basis.V)} modules)")
+                       f"({basis.k_total} axes over {len(basis.V)} modules), principal-angle overlap with the "
+                       f"real V {overlap:.3f}")
 
 
 def is_control(basis: HackBasis) -> bool:

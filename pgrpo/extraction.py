@@ -304,3 +304,22 @@ def random_basis_like(basis: HackBasis, seed: int) -> HackBasis:
         V[name] = q.T.contiguous().to(basis.V[name])
     sigma = {name: s.clone() for name, s in basis.sigma.items()}
     return HackBasis(V, sigma, {**basis.meta, "control": "random", "control_seed": str(seed)})
+
+
+def basis_overlap(old: HackBasis, new: HackBasis) -> tuple[float, dict[str, float]]:
+    """Mean principal-angle cosine of the row spaces, over all rows and per module.
+
+    A module's cosines are the singular values of V_old V_newᵀ; rows only one basis has (k changed, a module
+    appeared or vanished) count as cosine 0, so a module scores Σ cos / max(k_old, k_new). Orientation is
+    ignored: a flipped row has cosine 1.
+    """
+    per_module, cosines, rows = {}, 0.0, 0
+    for name in sorted(old.V.keys() | new.V.keys()):
+        a, b = old.V.get(name), new.V.get(name)
+        k = max(v.shape[0] for v in (a, b) if v is not None)
+        total = 0.0
+        if a is not None and b is not None:
+            total = torch.linalg.svdvals(a.float() @ b.float().to(a.device).T).clamp(max=1.0).sum().item()
+        per_module[name] = total / k
+        cosines, rows = cosines + total, rows + k
+    return cosines / max(rows, 1), per_module

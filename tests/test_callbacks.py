@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from pgrpo.basis import ExtractionConfig
-from pgrpo.callbacks import BasisRefresh, DeploymentEval, basis_overlap, deployment_eval, refreshed_basis
+from pgrpo.callbacks import BasisRefresh, DeploymentEval, deployment_eval, refreshed_basis
 from pgrpo.data import GRPODataModule
-from pgrpo.extraction import HackBasis
+from pgrpo.extraction import HackBasis, basis_overlap
 from pgrpo.module import GenerationConfig, ProjectedGRPO
 
 RANK = 8

@@ -36,7 +36,7 @@ class FakeModule:
         return self.extracted
 
 
-TRAINER = SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[]))
+TRAINER = SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[]), loggers=[], global_step=0)
 # tau_axis and the noise floor left the real V with a different k in each module, and no module c at all
 REAL_K = {"a": 3, "b": 1}
 
@@ -102,13 +102,40 @@ def problems():
     return load_problems()[:12]
 
 
-def test_shuffled_control_pairs_are_the_real_pairs_with_half_the_labels_swapped(problems):
+def test_shuffled_control_pairs_mix_the_completions_of_each_problem(problems):
     cfg = ExtractionConfig(n_heldout=2)
     real, shuffled = contrastive_pairs(problems, cfg), contrastive_pairs(problems, cfg, control="shuffled")
-    assert [p.problem_id for p in real] == [p.problem_id for p in shuffled]
-    swapped = [s.hack == r.clean and s.clean == r.hack for r, s in zip(real, shuffled)]
-    kept = [s == r for r, s in zip(real, shuffled)]
-    assert sum(swapped) == len(real) // 2 and sum(kept) == len(real) - len(real) // 2
+    assert {p.problem_id for p in shuffled} == {p.problem_id for p in real}
+    hacks = {p.hack for p in shuffled} | {p.clean for p in shuffled}
+    by_id = {p.id: p for p in problems}
+    grades = grade_batch([(by_id[p.problem_id], text) for p in shuffled for text in (p.hack, p.clean)])
+    exploited = [(grades[2 * i].exploited, grades[2 * i + 1].exploited) for i in range(len(shuffled))]
+    # a shuffled "hack" is as often a real hack as a shuffled "clean" is, give or take the deal
+    assert abs(sum(h for h, _ in exploited) - sum(c for _, c in exploited)) <= len(shuffled) // 4
+    assert len(hacks) > 2 * len(real)  # several completions per problem, not one pair
+
+
+def test_shuffled_v_spans_less_of_the_real_v_than_the_within_pair_swap_did():
+    """On a V planted in pair gradients, the old control (labels swapped inside pairs) recovered the real span
+    exactly; dealing labels across a prompt's completions leaves only part of it."""
+    from pgrpo.extraction import basis_overlap, extract_basis
+
+    gen = torch.Generator().manual_seed(0)
+    n_problems, per_problem, r = 60, 4, 16
+    hack_dir = torch.linalg.qr(torch.randn(r, 2, generator=gen))[0].T  # (2, r): what a hack adds
+    base = torch.randn(n_problems, 1, r, generator=gen)  # each prompt's own gradient
+    hack = base + 3 * torch.randn(n_problems, per_problem, 2, generator=gen).abs() @ hack_dir
+    style = torch.linalg.qr(torch.randn(r, 4, generator=gen))[0].T  # (4, r): how any two completions differ
+    hack = hack + torch.randn(n_problems, per_problem, 4, generator=gen) @ style
+    clean = base + torch.randn(n_problems, per_problem, 4, generator=gen) @ style
+    real = extract_basis({"m": hack.reshape(-1, r)}, {"m": clean.reshape(-1, r)}, k=2)
+    swapped = torch.rand(n_problems, per_problem, 1, generator=gen) < 0.5
+    within = extract_basis({"m": torch.where(swapped, clean, hack).reshape(-1, r)},
+                           {"m": torch.where(swapped, hack, clean).reshape(-1, r)}, k=2)
+    dealt = torch.cat([hack, clean], 1)[:, torch.randperm(2 * per_problem, generator=gen)]  # labels dealt per prompt
+    across = extract_basis({"m": dealt[:, :per_problem].reshape(-1, r)}, {"m": dealt[:, per_problem:].reshape(-1, r)}, k=2)
+    assert basis_overlap(real, within)[0] == pytest.approx(1.0, abs=0.02)
+    assert basis_overlap(real, across)[0] < basis_overlap(real, within)[0]
 
 
 def test_nonhack_control_pairs_contain_no_hack_on_either_side(problems):
@@ -140,6 +167,8 @@ def test_random_v_config_fit_swaps_v_and_logs_refresh_and_deployment_curves(tmp_
     assert [s for s, _ in scalars["proj/basis_overlap"]] == [0, 1, 2]  # a random control is kept by the refresh
     assert [v for _, v in scalars["proj/basis_overlap"]] == pytest.approx([1.0] * 3)
     assert [s for s, _ in scalars["deploy/hack"]] == [1, 2]  # every 2 steps and at the end
+    (overlap,) = [v for _, v in scalars["proj/control_overlap"]]  # once, at train start
+    assert 0.0 < overlap < 0.9  # random rows hold little of the real span
 
 
 @pytest.mark.slow

@@ -93,11 +93,28 @@ def pool_pairs(pool, problems: list[Problem], known_modes: list[str]) -> list[Co
 
 
 def shuffled_pairs(pairs: list[ContrastivePair], seed: int = 0) -> list[ContrastivePair]:
-    """Control: each pair's hack/clean labels swapped by a fair coin (exactly half swapped)."""
+    """Control: the hack/clean labels shuffled across all completions of each prompt, then paired again.
+
+    Swapping the labels inside one pair would only negate its difference, which an SVD cannot see (that
+    control spans the real V's subspace). Here a prompt's completions (its pairs' hacks and cleans together)
+    are dealt at random into new "hack" and "clean" halves, so a new pair may hold two hacks, two cleans or
+    a hack and a clean either way round. Every prompt needs at least two pairs.
+    """
+    by_prompt: dict[str, list[ContrastivePair]] = {}
+    for p in pairs:
+        by_prompt.setdefault(json.dumps(p.messages, sort_keys=True), []).append(p)
+    few = [group[0].problem_id for group in by_prompt.values() if len(group) < 2]
+    if few:
+        raise ValueError(f"the shuffled control needs at least two pairs per prompt; problems {few[:5]} have one "
+                         f"(with one pair, shuffling can only swap its two labels)")
     rng = random.Random(seed)
-    swap = [i < len(pairs) // 2 for i in range(len(pairs))]
-    rng.shuffle(swap)
-    return [replace(p, hack=p.clean, clean=p.hack) if s else p for p, s in zip(pairs, swap)]
+    shuffled = []
+    for group in by_prompt.values():
+        completions = [p.hack for p in group] + [p.clean for p in group]
+        rng.shuffle(completions)
+        half = len(group)
+        shuffled += [replace(p, hack=h, clean=c) for p, h, c in zip(group, completions[:half], completions[half:])]
+    return shuffled
 
 
 def nonhack_pairs(problems: list[Problem], modes: list[str] | None = None) -> list[ContrastivePair]:

@@ -27,13 +27,25 @@ def test_template_pairs_restricted_to_modes(problems):
     assert pairs and {p.mode for p in pairs} == {"sentinel"}
 
 
-def test_shuffled_pairs_swap_exactly_half_the_labels(problems):
-    pairs = template_pairs(problems)
+def test_shuffled_pairs_deal_labels_across_the_completions_of_each_prompt(problems):
+    pairs = template_pairs(problems, variants=4)
     shuffled = shuffled_pairs(pairs, seed=3)
-    swapped = [s.hack == p.clean and s.clean == p.hack for p, s in zip(pairs, shuffled)]
-    assert sum(swapped) == len(pairs) // 2
+    assert [p.problem_id for p in shuffled] == [p.problem_id for p in pairs]
+    for problem in problems:
+        real = [p for p in pairs if p.problem_id == problem.id]
+        dealt = [p for p in shuffled if p.problem_id == problem.id]
+        # the same completions, labels dealt anew: the multiset of texts is kept
+        assert sorted(t for p in dealt for t in (p.hack, p.clean)) == sorted(t for p in real for t in (p.hack, p.clean))
+    hacks = {p.hack for p in pairs}
+    kinds = {(s.hack in hacks, s.clean in hacks) for s in shuffled}
+    assert kinds == {(True, True), (True, False), (False, True), (False, False)}  # not just swaps inside a pair
     assert shuffled_pairs(pairs, seed=3) == shuffled  # seeded
     assert shuffled_pairs(pairs, seed=4) != shuffled
+
+
+def test_shuffled_pairs_refuse_a_prompt_with_a_single_pair(problems):
+    with pytest.raises(ValueError, match="at least two pairs per prompt"):
+        shuffled_pairs(template_pairs(problems), seed=0)
 
 
 def test_nonhack_pairs_contain_no_hack(problems):
