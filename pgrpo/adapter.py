@@ -202,7 +202,7 @@ class RowGrads:
     """
 
     def __init__(self, modules: Mapping[str, SVDAdapterLinear]) -> None:
-        self._sinks = {name: _RowSink(modules[name].rank) for name in sorted(modules)}
+        self._sinks = {name: _RowSink(modules[name].rank, modules[name].delta_s.device) for name in sorted(modules)}
 
     @property
     def per_row(self) -> dict[str, Tensor]:
@@ -232,8 +232,10 @@ class _Slot:
 class _RowSink:
     """Collects one module's per-row contributions, one slot per forward call."""
 
-    def __init__(self, rank: int) -> None:
+    def __init__(self, rank: int, device: torch.device) -> None:
         self.rank = rank
+        # the knob's device: a rank that ran no forward still returns rows where the DDP mask and NCCL expect them
+        self.device = device
         self.slots: list[_Slot] = []
 
     def watch(self, h: Tensor, z: Tensor) -> None:
@@ -254,7 +256,7 @@ class _RowSink:
             slot.grad if slot.grad is not None else torch.zeros(slot.n_rows, self.rank, device=slot.device)
             for slot in self.slots
         ]
-        return torch.cat(parts) if parts else torch.zeros(0, self.rank)
+        return torch.cat(parts) if parts else torch.zeros(0, self.rank, device=self.device)
 
 
 @contextmanager

@@ -227,6 +227,16 @@ def test_row_grads_of_a_forward_without_gradient_are_zero():
         assert rows.shape[0] == 3 and not rows[2].any()
 
 
+def test_row_grads_without_any_forward_are_empty_on_the_knob_device():
+    # a DDP rank whose groups all had zero reward variance runs no forward; its rows are masked with (and
+    # all-reduced as) tensors on the knobs' device. `meta` stands in for CUDA: anything built on the CPU shows.
+    modules = {"layer": SVDAdapterLinear(nn.Linear(6, 5)).to("meta")}
+    with capture_row_grads(modules) as capture:
+        pass
+    rows = capture.per_row["layer"]
+    assert (rows.device, rows.dtype, rows.shape) == (torch.device("meta"), torch.float32, (0, 5))
+
+
 def test_merged_generation_matches_unmerged_and_restores_exactly():
     model = tiny_model()
     modules = attach_adapter(model)
