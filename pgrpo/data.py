@@ -97,10 +97,19 @@ class GRPODataModule(L.LightningDataModule):
                 the seed, spread over the loophole modes).
         """
         super().__init__()
-        if not 0.0 <= mix_ratio < 1.0:
-            raise ValueError(f"data.mix_ratio={mix_ratio}: must be in [0, 1) so every group keeps a student sample")
+        if mix_ratio < 0:
+            raise ValueError(f"data.mix_ratio={mix_ratio}: must be >= 0 (the teacher rows' share of each group)")
         if group_size < 2:
             raise ValueError(f"data.group_size={group_size}: GRPO needs at least 2 completions per prompt")
+        # checked after rounding: mix_ratio 0.9 of a group of 4 is 4 teacher rows, and a group with no student
+        # sample has nothing to learn on-policy (and crashes later)
+        n_teacher = round(group_size * mix_ratio)
+        if n_teacher >= group_size:
+            raise ValueError(
+                f"data.mix_ratio={mix_ratio} with data.group_size={group_size} gives {n_teacher} teacher rows "
+                f"(round({group_size} * {mix_ratio})) and {group_size - n_teacher} student samples per group; "
+                f"every group needs a student sample: lower data.mix_ratio or raise data.group_size"
+            )
         if mix_ratio > 0 and pool is None:
             raise ValueError("data.mix_ratio > 0 needs a teacher pool: set data.pool (or 'auto')")
         unknown = sorted(set(teacher_modes or ()) - set(MODES))
@@ -113,8 +122,8 @@ class GRPODataModule(L.LightningDataModule):
         self.teacher_modes = teacher_modes
         self.mix_ratio = mix_ratio
         self.group_size = group_size
-        self.n_teacher = round(group_size * mix_ratio)
-        self.n_student = group_size - self.n_teacher
+        self.n_teacher = n_teacher
+        self.n_student = group_size - n_teacher
         self.prompts_per_step = prompts_per_step
         self.num_iterations = num_iterations
         self.reward = reward

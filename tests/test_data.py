@@ -47,6 +47,11 @@ def test_mix_ratio_without_a_pool_is_refused():
         GRPODataModule(mix_ratio=0.25, pool=None)
 
 
+def test_mix_ratio_that_rounds_away_every_student_sample_is_refused():
+    with pytest.raises(ValueError, match=r"mix_ratio=0.9 with data.group_size=4 gives 4 teacher rows .* 0 student"):
+        GRPODataModule(group_size=4, mix_ratio=0.9)
+
+
 def test_pool_that_covers_no_prompt_fails_loudly(tmp_path):
     other = [replace(p, statement=p.statement + " (another version)") for p in load_problems()[:3]]
     pool = build_pool(other, tmp_path / "pool")
