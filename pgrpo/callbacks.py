@@ -19,7 +19,17 @@ PROGRESS_KEYS = ("hack/student", "solve/student", "reward", "proj/cin")
 
 
 class HackMetricsLogger(L.Callback):
-    """Logs every number the step returned (hack/solve rates, reward, kl, proj/*, adapter/*, time/*)."""
+    """Logs every number the step returned (hack/solve rates, reward, kl, proj/*, adapter/*, time/*), and at fit
+    start data/pool_coverage: the fraction of training problems the teacher pool covers (the only ones trained on).
+    """
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        coverage = getattr(trainer.datamodule, "pool_coverage", None)
+        if coverage is None:
+            return  # no teacher pool
+        # a property of the run, not of a step: once, at the step the first batch's metrics will be logged at
+        for logger in trainer.loggers:
+            logger.log_metrics({"data/pool_coverage": coverage}, step=trainer.global_step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         metrics = outputs["metrics"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from pgrpo.cache import cache_dir
@@ -77,6 +78,7 @@ class GRPODataModule(L.LightningDataModule):
         reward: RewardConfig = RewardConfig(),
         seed: int = 0,
         n_eval_prompts: int = 0,
+        min_pool_coverage: float = 0.9,
     ):
         """
         Args:
@@ -95,6 +97,9 @@ class GRPODataModule(L.LightningDataModule):
             seed: sampling seed for prompts and teacher rows.
             n_eval_prompts: problems held out of training for the deployment eval (the same ones whatever
                 the seed, spread over the loophole modes).
+            min_pool_coverage: refuse a teacher pool that covers less than this fraction of the training
+                problems (only covered problems can be trained on: each group needs its teacher rows); lower
+                it to train on the covered ones anyway. The coverage is logged as data/pool_coverage.
         """
         super().__init__()
         if mix_ratio < 0:
@@ -110,6 +115,8 @@ class GRPODataModule(L.LightningDataModule):
                 f"(round({group_size} * {mix_ratio})) and {group_size - n_teacher} student samples per group; "
                 f"every group needs a student sample: lower data.mix_ratio or raise data.group_size"
             )
+        if not 0.0 <= min_pool_coverage <= 1.0:
+            raise ValueError(f"data.min_pool_coverage={min_pool_coverage}: must be in [0, 1]")
         if mix_ratio > 0 and pool is None:
             raise ValueError("data.mix_ratio > 0 needs a teacher pool: set data.pool (or 'auto')")
         unknown = sorted(set(teacher_modes or ()) - set(MODES))
@@ -129,6 +136,8 @@ class GRPODataModule(L.LightningDataModule):
         self.reward = reward
         self.seed = seed
         self.n_eval_prompts = n_eval_prompts
+        self.min_pool_coverage = min_pool_coverage
+        self.pool_coverage: float | None = None  # fraction of training problems the pool covers; None: no pool
         self.problems: list[Problem] = []
         self.eval_problems: list[Problem] = []
         self.pool: TeacherPool | None = None
@@ -153,6 +162,15 @@ class GRPODataModule(L.LightningDataModule):
                 f"teacher pool {self.pool.path} covers none of the {len(self.train_problems)} problems "
                 f"(ids, content or loophole modes differ); rebuild it or set data.mix_ratio: 0"
             )
+        self.pool_coverage = len(covered) / len(self.train_problems)
+        counts = f"teacher pool {self.pool.path} covers {len(covered)} of {len(self.train_problems)} training problems"
+        if self.pool_coverage < self.min_pool_coverage:
+            raise ValueError(
+                f"{counts} ({self.pool_coverage:.2f} < data.min_pool_coverage={self.min_pool_coverage}); rebuild "
+                f"the pool for these problems, or lower data.min_pool_coverage to train on the covered ones only"
+            )
+        if self.pool_coverage < 1:
+            rank_zero_warn(f"{counts}; training uses only those {len(covered)}")
         # with teacher rows in every group, only prompts the pool covers can be trained on
         self.train_problems = covered
 

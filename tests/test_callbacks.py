@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pgrpo.basis import ExtractionConfig
-from pgrpo.callbacks import BasisRefresh, DeploymentEval, deployment_eval, refreshed_basis
+from pgrpo.callbacks import BasisRefresh, DeploymentEval, HackMetricsLogger, deployment_eval, refreshed_basis
 from pgrpo.data import GRPODataModule
 from pgrpo.extraction import HackBasis, basis_overlap
 from pgrpo.module import GenerationConfig, ProjectedGRPO
@@ -41,6 +41,14 @@ class Recorder:
 
     def log_metrics(self, metrics, step):
         self.logged.append((step, metrics))
+
+
+@pytest.mark.parametrize(("coverage", "logged"), [(0.625, [(5, {"data/pool_coverage": 0.625})]), (None, [])])
+def test_pool_coverage_is_logged_once_at_fit_start_when_there_is_a_pool(coverage, logged):
+    logger = Recorder()
+    trainer = SimpleNamespace(global_step=5, loggers=[logger], datamodule=SimpleNamespace(pool_coverage=coverage))
+    HackMetricsLogger().on_train_start(trainer, None)
+    assert logger.logged == logged
 
 
 def refresh_at(step: int, old: HackBasis, new: HackBasis, callback: BasisRefresh):

@@ -29,6 +29,7 @@ def test_groups_split_into_student_and_teacher_rows():
     assert len(groups) == 3
     assert all(g.n_student == 6 and len(g.teacher) == 2 for g in groups)
     assert all(r.problem_id == g.problem.id for g in groups for r in g.teacher)
+    assert dm.pool_coverage == 1.0
 
 
 def test_sampler_resumes_at_the_global_step_and_repeats_batches_for_inner_iterations():
@@ -39,7 +40,8 @@ def test_sampler_resumes_at_the_global_step_and_repeats_batches_for_inner_iterat
 
 def test_no_teacher_arm_needs_no_pool():
     dm = datamodule(mix_ratio=0.0, pool=None)
-    assert dm.pool is None and all(not g.teacher and g.n_student == 8 for g in dm.batch(0))
+    assert dm.pool is None and dm.pool_coverage is None
+    assert all(not g.teacher and g.n_student == 8 for g in dm.batch(0))
 
 
 def test_mix_ratio_without_a_pool_is_refused():
@@ -59,10 +61,16 @@ def test_pool_that_covers_no_prompt_fails_loudly(tmp_path):
         datamodule(pool=str(pool))
 
 
-def test_only_prompts_the_pool_covers_are_trained_on(tmp_path):
+def test_partial_pool_is_refused_below_min_pool_coverage_and_warned_about_above_it(tmp_path):
     pool = build_pool(load_problems()[:4], tmp_path / "pool")
-    dm = datamodule(pool=str(pool))
+    with pytest.raises(ValueError, match=r"covers 4 of 48 training problems \(0.08 < data.min_pool_coverage=0.9\)"):
+        datamodule(pool=str(pool))
+    with pytest.warns(UserWarning, match="covers 4 of 48 training problems; training uses only those 4"):
+        dm = datamodule(pool=str(pool), min_pool_coverage=0.05)
+    assert dm.pool_coverage == 4 / 48
     assert {p.id for p in dm.train_problems} == {p.id for p in load_problems()[:4]}
+    with pytest.raises(ValueError, match="data.min_pool_coverage=1.5"):
+        GRPODataModule(min_pool_coverage=1.5)
 
 
 def test_pool_graded_with_other_reward_weights_is_refused(tmp_path):
@@ -77,7 +85,8 @@ def test_pool_prompt_that_is_not_a_prefix_of_the_live_prompt_is_an_error(tmp_pat
     import pgrpo.data as data
 
     pool = build_pool(load_problems()[:2], tmp_path / "pool")
-    dm = datamodule(pool=str(pool), prompts_per_step=2)
+    with pytest.warns(UserWarning, match="covers 2 of 48"):
+        dm = datamodule(pool=str(pool), prompts_per_step=2, min_pool_coverage=0)
     # the prompt template changed after the pool was built
     monkeypatch.setattr(data, "build_messages", lambda p: [{"role": "user", "content": "Solve: " + p.statement}])
     with pytest.raises(ValueError, match="not a prefix of the live prompt"):
