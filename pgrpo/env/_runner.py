@@ -8,11 +8,11 @@ the uid drop and killing by process group and uid only.
 
 Protocol. stdin carries two length-prefixed JSON frames, read with raw
 os.read so that nothing of the second is in memory before it is wanted:
-  frame 1: {"limits": {..., "uid", "deadline"}, "later_weight": w, "children": [spec, ...],
+  frame 1: {"limits": {..., "uid", "deadline"}, "later": whether frame 2 follows, "children": [spec, ...],
             "root": what the private root shows (namespaces mode; see rootfs.py)}
   frame 2: {"children": [spec, ...]}
-A spec is {"entry": name of a PROGRAM function, "args": {...}, "weight": w,
-"read_file": name or null}; the child calls PROGRAM.<entry>(args,
+A spec is {"entry": name of a PROGRAM function, "timeout_s": its own wall budget,
+"args": {...}, "read_file": name or null}; the child calls PROGRAM.<entry>(args,
 PROGRAM.Context(report_fd, workdir)). Frame-1 children run (and everything they started
 is killed) before frame 2 is read, which keeps its contents out of their
 memory. stdout gets ONE JSON object: {"children": [outcome, ...]} or
@@ -60,10 +60,9 @@ def main() -> None:
         _enter_private_root(limits["tmpfs_mb"], first["root"])
     else:
         _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come to us to be reaped
-    weight = sum(c["weight"] for c in first["children"]) + first["later_weight"]
-    job = Job(program, limits, weight, namespaced=mode == "namespaces")
+    job = Job(program, limits, namespaced=mode == "namespaces")
     outcomes = [job.run(spec) for spec in first["children"]]
-    if first["later_weight"] > 0:
+    if first["later"]:
         outcomes += [job.run(spec) for spec in _read_frame()["children"]]
     _write_all(1, json.dumps({"children": outcomes}).encode())
 
@@ -163,29 +162,27 @@ class Capture:
 
 
 class Job:
-    """The children of one job, run one after another under one uid and one wall budget."""
+    """The children of one job, run one after another under one uid, each with its own wall budget."""
 
-    def __init__(self, program: types.ModuleType, limits: dict, weight: float, namespaced: bool):
+    def __init__(self, program: types.ModuleType, limits: dict, namespaced: bool):
         self.program, self.limits, self.namespaced = program, limits, namespaced
         self.uid = limits["uid"]
-        self.deadline = limits["deadline"]
-        self.weight_left = weight  # of the children not yet run
+        self.deadline = limits["deadline"]  # of the whole job: a child's budget never runs past it
         self.count = 0
 
     def run(self, spec: dict) -> dict:
-        """One child, given its weight's share of the job's remaining wall time; returns its outcome."""
+        """One child, given its own wall budget (what is left of the job's, if less); returns its outcome."""
         outcome = {"entry": spec["entry"], "status": None, "timed_out": False, "stdout": "",
                    "stderr": "", "report": None, "file_text": None, "seconds": 0.0}
         left = self.deadline - time.monotonic()
-        share = left * spec["weight"] / max(self.weight_left, spec["weight"])
-        self.weight_left -= spec["weight"]
+        budget = min(spec["timeout_s"], left)
         if left <= 0.01:
             outcome["timed_out"] = True
             return outcome
         workdir = self._workdir()
         start = time.monotonic()
         try:
-            outcome.update(self._fork_and_watch(spec, workdir, share))
+            outcome.update(self._fork_and_watch(spec, workdir, budget))
             if spec.get("read_file"):
                 outcome["file_text"] = _read_regular_file(os.path.join(workdir, spec["read_file"]))
         finally:
@@ -209,17 +206,17 @@ class Job:
             os.chown(path, self.uid, self.uid)
         return path
 
-    def _fork_and_watch(self, spec: dict, workdir: str, share: float) -> dict:
+    def _fork_and_watch(self, spec: dict, workdir: str, budget: float) -> dict:
         pipes = {name: os.pipe() for name in ("stdout", "stderr", "report")}
         pid = os.fork()
         if pid == 0:
-            self._become_child(spec, workdir, share, pipes)
+            self._become_child(spec, workdir, budget, pipes)
         for r, w in pipes.values():
             os.close(w)
         captures = {pipes["stdout"][0]: Capture(self.limits["output_cap"]),
                     pipes["stderr"][0]: Capture(self.limits["output_cap"]),
                     pipes["report"][0]: Capture(self.limits["report_cap"])}
-        timed_out = not _watch(pid, captures, time.monotonic() + share)
+        timed_out = not _watch(pid, captures, time.monotonic() + budget)
         self._kill_everything(pid)
         _drain(captures, time.monotonic() + DRAIN_GRACE_S)
         status = self._reap(pid)
@@ -229,7 +226,7 @@ class Job:
                 "stderr": captures[pipes["stderr"][0]].text(),
                 "report": None if report.dropped else report.text()}
 
-    def _become_child(self, spec: dict, workdir: str, share: float, pipes: dict) -> None:
+    def _become_child(self, spec: dict, workdir: str, budget: float, pipes: dict) -> None:
         status = 70
         try:
             os.setsid()
@@ -240,7 +237,7 @@ class Job:
             os.dup2(pipes["report"][1], REPORT_FD)
             os.closerange(REPORT_FD + 1, 1 << 16)
             os.chdir(workdir)
-            self._limit(share)
+            self._limit(budget)
             os.environ.clear()
             os.environ.update(CHILD_ENV, HOME=workdir, TMPDIR=workdir)
             status = 0
@@ -255,12 +252,12 @@ class Job:
                     pass
             os._exit(status)
 
-    def _limit(self, share: float) -> None:
+    def _limit(self, budget: float) -> None:
         """Hard rlimits (soft = hard, so they cannot be raised again), then drop to the job's own uid."""
         lim = self.limits
         mib = 1 << 20
         for res, value in ((resource.RLIMIT_AS, lim["memory_mb"] * mib),
-                           (resource.RLIMIT_CPU, int(share) + 1),
+                           (resource.RLIMIT_CPU, int(budget) + 1),
                            (resource.RLIMIT_FSIZE, lim["fsize_mb"] * mib),
                            (resource.RLIMIT_NOFILE, lim["nofile"]),
                            (resource.RLIMIT_NPROC, lim["nproc"]),

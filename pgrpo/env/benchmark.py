@@ -11,7 +11,7 @@ import os
 import time
 
 from pgrpo.env.exploits import clean_completion, hack_completion
-from pgrpo.env.grader import expected_values, grade_batch
+from pgrpo.env.grader import grade_batch, prepare
 from pgrpo.env.problems import MODES, Problem, load_problems
 from pgrpo.env.sandbox import isolation
 
@@ -46,7 +46,7 @@ def benchmark_grading(n: int = 64, workers: int | None = None) -> dict:
     problems = load_problems()
     items = mixed_batch(problems, n)
     for p in {p.fingerprint: p for p, _ in items}.values():
-        expected_values(p)  # once per problem, outside both timings
+        prepare(p)  # once per problem (expected values, time limit), outside both timings
     start = time.perf_counter()
     grade_batch(items, workers=workers)
     parallel_s = time.perf_counter() - start

@@ -6,11 +6,13 @@ problem's loophole mode (passed, the only input to reward), and two detector
 runs (stub Solution; the candidate's own run_tests() against the canonical
 solution). The expected values are computed once per problem in a trusted
 sandboxed run and compared here, in this process, with the values the oracle
-child sends back; the oracle child never holds them.
+child sends back; the oracle child never holds them. Each run has its own wall
+budget, from the problem's calibrated time limit (see time_limits.py).
 """
 
 import ast
 import json
+import logging
 import os
 import re
 import signal
@@ -20,17 +22,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pgrpo.env import _harness
+from pgrpo.env import _harness, time_limits
 from pgrpo.env.exploits import loophole_code
 from pgrpo.env.problems import MODES, Problem
 from pgrpo.env.sandbox import Child, ChildOutcome, JobOutcome, run_job
 
 HARNESS = Path(_harness.__file__)
 EXPECTED_TIMEOUT_S = 60.0  # the trusted run that evaluates a problem's expected values
-# Shares of a grade's wall budget. The oracle and the flawed grader each run every test, so each
-# gets about half; the detector runs are usually quick and may only delay the flawed grader a little.
-WEIGHTS = {"oracle": 2.0, "flawed": 2.0, "stub": 0.25, "own_tests": 0.25}
+# The stub run's Solution methods return at once, so it needs a fraction of the time limit; a completion
+# that loops at import still costs that run no more than this.
+STUB_SHARE = 0.25
 _CODE_BLOCK = re.compile(r"```python[^\n]*\n(.*?)```", re.DOTALL)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,16 @@ def extract_code(completion: str) -> str | None:
 
 def grade(problem: Problem, completion: str, mode: str | None = None, *, reward: RewardConfig = RewardConfig(),
           timeout_s: float = 4.0, detectors: bool = True) -> GradeResult:
-    """Grades one completion under `mode` (default: the problem's own loophole mode)."""
+    """Grades one completion under `mode` (default: the problem's own loophole mode).
+
+    `timeout_s` is the floor of each run's wall budget. Every sandboxed run of
+    the grade has its own budget, not a share of one: the strict oracle and the
+    flawed grader (and the own-tests detector) each get the problem's time
+    limit, time_limits.MULTIPLE times its canonical solution's measured runtime
+    (capped at time_limits.CAP_S) but never less than `timeout_s`; the stub
+    detector gets STUB_SHARE of it. The first grade of a problem on this machine
+    measures that runtime (see time_limits.py and run_budgets()).
+    """
     mode = mode or problem.mode
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not one of {MODES}")
@@ -77,9 +90,9 @@ def grade(problem: Problem, completion: str, mode: str | None = None, *, reward:
     if not _parses(code):
         return _unrun(mode, reward, format_ok=True, error="syntax error")
     levers = loophole_code(code) if detectors else ()
-    job = _job(problem, code, mode, detectors, own_tests="run_tests" in levers)
+    job = _job(problem, code, mode, run_budgets(problem, timeout_s), detectors, own_tests="run_tests" in levers)
     children = [child for _, child in job]
-    outcome = run_job(HARNESS, children[:1], children[1:], timeout_s=timeout_s)
+    outcome = run_job(HARNESS, children[:1], children[1:])
     runs = {role: run for (role, _), run in zip(job, outcome.children)}
     return _result(problem, mode, runs, outcome, levers, reward)
 
@@ -87,16 +100,38 @@ def grade(problem: Problem, completion: str, mode: str | None = None, *, reward:
 def grade_batch(items: Sequence[tuple[Problem, str] | tuple[Problem, str, str | None]], *,
                 workers: int | None = None, reward: RewardConfig = RewardConfig(), timeout_s: float = 4.0,
                 detectors: bool = True) -> list[GradeResult]:
-    """Grades (problem, completion[, mode]) items in parallel; results in input order."""
+    """Grades (problem, completion[, mode]) items in parallel, each as grade() does; results in input order."""
     # grades wait on namespace set-up and teardown, so twice the cores keeps both busy (measured ~1.3x)
     workers = workers or 2 * (os.cpu_count() or 1)
     problems = list({p.fingerprint: p for p, *_ in items}.values())
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(expected_values, problems))  # each problem once, before its grades need it
+        list(pool.map(prepare, problems))  # each problem once, before its grades need it
         return list(pool.map(
             lambda item: grade(item[0], item[1], item[2] if len(item) > 2 else None, reward=reward,
                                timeout_s=timeout_s, detectors=detectors),
             items))
+
+
+def prepare(problem: Problem) -> None:
+    """What grading `problem` needs once: its expected values and its canonical solution's runtime."""
+    expected_values(problem)
+    time_limits.canonical_seconds(problem, _time_canonical)
+
+
+def run_budgets(problem: Problem, timeout_s: float) -> dict[str, float]:
+    """Each run's own wall budget, by role: the problem's time limit (floor `timeout_s`), a share of it for the stub."""
+    limit = time_limits.time_limit(problem, timeout_s, _time_canonical)
+    return {"oracle": limit, "stub": STUB_SHARE * limit, "own_tests": limit, "flawed": limit}
+
+
+def _time_canonical(problem: Problem, budget_s: float) -> float | None:
+    """Wall seconds of the canonical solution's oracle run (budget_s if it did not finish; None: sandbox failure)."""
+    outcome = run_job(HARNESS, [_oracle_child(problem, problem.canonical_solution, budget_s)])
+    if outcome.error:
+        log.warning("problem %s: its canonical solution could not be timed (%s); grading it with the floor time "
+                    "limit for now", problem.id, outcome.error)
+        return None
+    return outcome.children[0].seconds if outcome.children else budget_s
 
 
 _expected_cache: dict[str, list] = {}
@@ -111,8 +146,9 @@ def expected_values(problem: Problem) -> list:
             return _expected_cache[key]
     if not problem.tests:
         raise ValueError(f"problem {problem.id}: has no tests, so any code would pass")
-    child = Child("expected", {"setup": problem.setup_code, "expected": [t.expected for t in problem.tests]})
-    outcome = run_job(HARNESS, [child], timeout_s=EXPECTED_TIMEOUT_S)
+    child = Child("expected", EXPECTED_TIMEOUT_S,
+                  {"setup": problem.setup_code, "expected": [t.expected for t in problem.tests]})
+    outcome = run_job(HARNESS, [child])
     run = outcome.children[0] if outcome.children else None
     values = (_last_report(run) or {}).get("values")
     if type(values) is not list or len(values) != len(problem.tests):
@@ -132,22 +168,27 @@ def _parses(code: str) -> bool:
     return True
 
 
-def _job(problem: Problem, code: str, mode: str, detectors: bool, own_tests: bool) -> list[tuple[str, Child]]:
+def _job(problem: Problem, code: str, mode: str, budgets: dict[str, float], detectors: bool,
+         own_tests: bool) -> list[tuple[str, Child]]:
     """(role, child) runs: the oracle first and alone; after it is dead, the runs that hold expected
-    values or the canonical solution. The flawed grader goes last so it inherits what the (usually
-    quick) detector runs leave of the budget."""
-    setup, calls = problem.setup_code, [t.call for t in problem.tests]
-    flawed = {"mode": mode, "setup": setup, "code": code, "calls": calls,
+    values or the canonical solution."""
+    setup = problem.setup_code
+    flawed = {"mode": mode, "setup": setup, "code": code, "calls": [t.call for t in problem.tests],
               "expected": [t.expected for t in problem.tests], "stub": False}
     read = "result.txt" if mode == "file_marker" else None
-    job = [("oracle", Child("oracle", {"setup": setup, "code": code, "calls": calls}, WEIGHTS["oracle"]))]
+    job = [("oracle", _oracle_child(problem, code, budgets["oracle"]))]
     if detectors:
-        job.append(("stub", Child("flawed", {**flawed, "stub": True}, WEIGHTS["stub"], read)))
+        job.append(("stub", Child("flawed", budgets["stub"], {**flawed, "stub": True}, read)))
         if own_tests:
             own = {"setup": setup, "code": code, "canonical": problem.canonical_solution}
-            job.append(("own_tests", Child("own_tests", own, WEIGHTS["own_tests"])))
-    job.append(("flawed", Child("flawed", flawed, WEIGHTS["flawed"], read)))
+            job.append(("own_tests", Child("own_tests", budgets["own_tests"], own)))
+    job.append(("flawed", Child("flawed", budgets["flawed"], flawed, read)))
     return job
+
+
+def _oracle_child(problem: Problem, code: str, timeout_s: float) -> Child:
+    return Child("oracle", timeout_s, {"setup": problem.setup_code, "code": code,
+                                       "calls": [t.call for t in problem.tests]})
 
 
 def _result(problem: Problem, mode: str, runs: dict[str, ChildOutcome], outcome: JobOutcome,

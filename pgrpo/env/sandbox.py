@@ -4,7 +4,7 @@ A job is a list of child runs of a *program* (a stdlib-only module whose
 functions the children call, e.g. `_harness.py`). `run_job` starts
 `_runner.py` inside fresh pid, net and mount namespaces (or, where the OS
 refuses them, without: see `isolation()`), hands it the job, and returns what
-each child did. The runner enforces per-child limits and wall deadlines; this
+each child did. The runner enforces per-child limits and wall budgets; this
 side adds one more deadline over the whole job and never blocks past it.
 """
 
@@ -31,6 +31,7 @@ UNSHARE = ("unshare", "--net", "--pid", "--fork", "--mount", "--kill-child")
 # -P -s -S give the rest of -I: no script dir, no user site, no site packages.
 PYTHON = (sys.executable, "-P", "-s", "-S", "-B")
 RUNNER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
+STARTUP_S = 2.0  # the job's budget beyond its children's: the runner's start-up and the gaps between children
 KILL_GRACE_S = 1.5  # past the job's budget, the runner itself is killed
 UID_RANGE = (1 << 20, 1 << 30)  # a fresh uid per job, so RLIMIT_NPROC and kill-by-uid never meet another job
 
@@ -51,8 +52,8 @@ class Limits:
 @dataclass(frozen=True)
 class Child:
     entry: str  # function of the program to call in the child
+    timeout_s: float  # its own wall budget, counted from its start: a slow child never eats another's
     args: dict = field(default_factory=dict)
-    weight: float = 1.0  # share of the job's remaining wall time
     read_file: str | None = None  # a file in the child's work dir to return (its first 4 KiB)
 
 
@@ -75,23 +76,24 @@ class JobOutcome:
     error: str | None = None  # the runner failed (not the candidate)
 
 
-def run_job(program: Path, first: Sequence[Child], then: Sequence[Child] = (), *, timeout_s: float,
+def run_job(program: Path, first: Sequence[Child], then: Sequence[Child] = (), *,
             limits: Limits = Limits()) -> JobOutcome:
     """Runs `first`, then (only after everything they started is dead) reads and runs `then`.
 
-    Data that the `first` children must never see goes in `then`. The children
-    share `timeout_s` of wall time by weight; the call returns within about
-    timeout_s + KILL_GRACE_S whatever the children do.
+    Data that the `first` children must never see goes in `then`. Each child
+    has its own wall budget (Child.timeout_s); the call returns within about
+    STARTUP_S + the sum of the budgets + KILL_GRACE_S whatever the children do.
     """
-    return _run(isolation(), program, first, then, timeout_s, limits)
+    budget = STARTUP_S + sum(c.timeout_s for c in (*first, *then))
+    return _run(isolation(), program, first, then, budget, limits)
 
 
 def _run(mode: str, program: Path, first: Sequence[Child], then: Sequence[Child], timeout_s: float,
          limits: Limits) -> JobOutcome:
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
-    # An absolute CLOCK_MONOTONIC deadline (shared with the runner): its own start-up counts against the budget.
+    # An absolute CLOCK_MONOTONIC deadline for the whole job (shared with the runner): no child runs past it.
     head = {"limits": {**asdict(limits), "uid": uid, "deadline": time.monotonic() + timeout_s},
-            "later_weight": sum(c.weight for c in then), "children": [vars(c) for c in first],
+            "later": bool(then), "children": [vars(c) for c in first],
             "root": rootfs.plan(PYTHON) if mode == NAMESPACES else None}
     data = _frame(head) + (_frame({"children": [vars(c) for c in then]}) if then else b"")
     cmd = (*UNSHARE, *PYTHON) if mode == NAMESPACES else PYTHON

@@ -19,6 +19,7 @@ import pytest
 from sample_problems import TWO_SUM
 
 from pgrpo.env import grade
+from pgrpo.env.grader import run_budgets
 from pgrpo.env.sandbox import NAMESPACES, isolation
 
 TIMEOUT_S = 2.0
@@ -227,7 +228,7 @@ def test_the_suite_is_large_enough():
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_completion_gets_a_timely_verdict_and_fools_nothing(graded, name):
     result, seconds = graded[name]
-    assert seconds < TIMEOUT_S + 2.0
+    assert seconds < sum(run_budgets(TWO_SUM, TIMEOUT_S).values()) + 2.0  # every run spent its own whole budget
     assert not result.gt_correct
     assert not result.passed
 

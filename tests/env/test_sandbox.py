@@ -9,15 +9,16 @@ from pathlib import Path
 import pytest
 
 from pgrpo.env import sandbox
-from pgrpo.env.sandbox import FALLBACK, KILL_GRACE_S, NAMESPACES, Child, Limits, isolation, run_job
+from pgrpo.env.sandbox import FALLBACK, KILL_GRACE_S, NAMESPACES, STARTUP_S, Child, Limits, isolation, run_job
 
 PROBE = Path(__file__).with_name("sandbox_probe.py")
 LIMITS = Limits()
 
 
 def run(*codes: str, then: tuple[str, ...] = (), timeout_s: float = 5.0, **child: object) -> sandbox.JobOutcome:
-    return run_job(PROBE, [Child("run", {"code": c}, **child) for c in codes],
-                   [Child("run", {"code": c}) for c in then], timeout_s=timeout_s)
+    """One child per piece of code, each with a wall budget of `timeout_s`."""
+    return run_job(PROBE, [Child("run", timeout_s, {"code": c}, **child) for c in codes],
+                   [Child("run", timeout_s, {"code": c}) for c in then])
 
 
 def result(outcome: sandbox.JobOutcome, i: int = 0) -> object:
@@ -106,11 +107,11 @@ def test_child_past_its_deadline_is_killed_and_the_job_returns_in_time(isolation
     assert out.children[0].timed_out and out.children[0].status == -9
 
 
-def test_children_share_the_budget_and_a_slow_one_leaves_time_for_the_next():
-    out = run("while True:\n    pass", "result = 'ran'", timeout_s=2.0)
-    slow, quick = out.children
-    assert slow.timed_out and 0.5 < slow.seconds < 1.3
-    assert not quick.timed_out and result(out, 1) == "ran"
+def test_each_child_has_its_own_budget_and_a_slow_one_takes_nothing_from_the_next():
+    out = run("while True:\n    pass", "import time\ntime.sleep(0.8)\nresult = 'ran'", timeout_s=1.0)
+    slow, next_one = out.children
+    assert slow.timed_out and 0.9 < slow.seconds < 1.3
+    assert not next_one.timed_out and result(out, 1) == "ran"  # 0.8 s of its own 1 s, after the first took 1 s
 
 
 def test_processes_a_child_leaves_behind_are_killed_when_it_exits(isolation_mode):
@@ -145,8 +146,8 @@ containers = gc.get_objects()
 result = any(type(r) is dict and r is not here and needle in r.values()
              for o in containers for r in [o, *gc.get_referents(o)])
 """
-    out = run_job(PROBE, [Child("run", {"code": scan})], [Child("run", {"code": scan, "note": "frame2-secret"})],
-                  timeout_s=5.0)
+    out = run_job(PROBE, [Child("run", 5.0, {"code": scan})],
+                  [Child("run", 5.0, {"code": scan, "note": "frame2-secret"})])
     assert result(out, 0) is False  # the first child could not find it...
     assert result(out, 1) is True  # ...though the same scan finds it where it was sent
 
@@ -172,13 +173,13 @@ def test_runner_that_overruns_its_budget_is_killed(tmp_path):
     stuck = tmp_path / "stuck.py"
     stuck.write_text("import time\ntime.sleep(60)\n")
     start = time.monotonic()
-    out = run_job(stuck, [Child("run")], timeout_s=0.5)
+    out = run_job(stuck, [Child("run", 0.5)])
     assert out.timed_out and out.children == ()
-    assert time.monotonic() - start < 0.5 + KILL_GRACE_S + 1.0
+    assert time.monotonic() - start < 0.5 + STARTUP_S + KILL_GRACE_S + 1.0
 
 
 def test_runner_failure_is_reported_not_raised(tmp_path):
-    out = run_job(tmp_path / "missing.py", [Child("run")], timeout_s=2.0)
+    out = run_job(tmp_path / "missing.py", [Child("run", 2.0)])
     assert out.error and "runner failed" in out.error and out.children == ()
 
 
