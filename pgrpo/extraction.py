@@ -130,7 +130,9 @@ class HackBasis:
 
     @classmethod
     def load(cls, path: str | Path, device: torch.device | str = "cpu") -> "HackBasis":
-        tensors = load_file(str(path), device=str(device))
+        # cloned: a tensor read from the file sits wherever the header length puts it, and a matmul on a
+        # misaligned V rounds differently (a loaded V would not give the extracted V's numbers bit for bit)
+        tensors = {key: t.clone() for key, t in load_file(str(path), device=str(device)).items()}
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
         V = {key.removeprefix("V/"): t for key, t in tensors.items() if key.startswith("V/")}
