@@ -35,10 +35,11 @@ class HackMetricsLogger(L.Callback):
         metrics = outputs["metrics"]
         if trainer.world_size > 1:
             metrics = mean_over_ranks(metrics)
-        pl_module.log_dict({k: v for k, v in metrics.items() if k in PROGRESS_KEYS}, prog_bar=True, on_step=True,
-                           on_epoch=False, batch_size=1)
-        pl_module.log_dict({k: v for k, v in metrics.items() if k not in PROGRESS_KEYS}, on_step=True,
-                           on_epoch=False, batch_size=1)
+        pl_module.log_dict({k: v for k, v in metrics.items() if k in PROGRESS_KEYS}, prog_bar=True, logger=False,
+                           on_step=True, on_epoch=False, batch_size=1)
+        # straight to the loggers, every step: through self.log a key would be written again with its last value
+        # on a step that did not produce it (the rollout numbers of a batch reused under num_iterations > 1)
+        log_scalars(trainer, metrics)
 
 
 def mean_over_ranks(metrics: dict[str, float]) -> dict[str, float]:
@@ -62,7 +63,8 @@ class CompletionSamples(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
-        if self.every_n_steps <= 0 or (step - 1) % self.every_n_steps:
+        # no samples on a step that reused its batch (num_iterations > 1): they were shown when it was generated
+        if self.every_n_steps <= 0 or (step - 1) % self.every_n_steps or not outputs["samples"]:
             return
         text = "\n\n".join(format_sample(s) for s in outputs["samples"])
         for logger in trainer.loggers:

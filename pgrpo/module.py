@@ -83,6 +83,19 @@ class Rollouts:
     stats: dict[str, float]  # grading / generation numbers of this batch
     samples: list[dict]  # a few student completions with their grades, for the text log
 
+    def tensors(self) -> dict[str, Tensor | None]:
+        """What the loss needs of the batch, as plain tensors (a checkpoint mid-cycle); numbers were logged."""
+        return {"input_ids": self.packed.input_ids, "attention_mask": self.packed.attention_mask,
+                "completion_mask": self.packed.completion_mask, "is_student": self.is_student,
+                "exploited": self.exploited, "advantages": self.advantages, "rewards": self.rewards,
+                "zero_std": self.zero_std, "old_logp": self.old_logp, "ref_logp": self.ref_logp}
+
+    @classmethod
+    def from_tensors(cls, t: dict[str, Tensor | None], device: torch.device | str = "cpu") -> "Rollouts":
+        moved = {k: v.to(device) if v is not None else None for k, v in t.items()}
+        packed = Packed(moved.pop("input_ids"), moved.pop("attention_mask"), moved.pop("completion_mask"))
+        return cls(packed, stats={}, samples=[], **moved)
+
 
 class ProjectedGRPO(L.LightningModule):
     def __init__(
@@ -159,6 +172,8 @@ class ProjectedGRPO(L.LightningModule):
         if self.basis is None:  # a resumed run restored V from its checkpoint
             self.basis = self.extract_basis(self.trainer.datamodule.extraction_problems)
         self.basis = self.basis.to(self.device)
+        if self._rollouts is not None:  # a resume inside a num_iterations cycle restored its batch on the CPU
+            self._rollouts = Rollouts.from_tensors(self._rollouts.tensors(), self.device)
 
     def extract_basis(self, problems: list[Problem], control: str = "none", extraction: ExtractionConfig | None = None,
                       cached: bool = True) -> HackBasis:
@@ -210,7 +225,10 @@ class ProjectedGRPO(L.LightningModule):
     # -- the step --------------------------------------------------------------------------------
     def training_step(self, batch: list[PromptGroup], batch_idx: int) -> dict:
         timer = _Timer()
-        if self._rollouts is None or self.global_step % self.hparams.num_iterations == 0:
+        # with num_iterations > 1 a generated batch serves that many optimizer steps; its rollout numbers are
+        # logged once, at the step that generated it, so no generation counts more than once in a curve
+        fresh = self._rollouts is None or self.global_step % self.hparams.num_iterations == 0
+        if fresh:
             with timer("generate"):
                 students = self.generate(batch)  # every prompt's G_s samples in one batched call
             with timer("grade"):
@@ -235,10 +253,10 @@ class ProjectedGRPO(L.LightningModule):
             sched.step()
         return {  # logged by the callbacks
             "metrics": {
-                **ro.stats, **loss_stats, **proj, "loss": loss, "grad_norm": grad_norm, "lr": lr,
+                **(ro.stats if fresh else {}), **loss_stats, **proj, "loss": loss, "grad_norm": grad_norm, "lr": lr,
                 **self.knob_norms(), **{f"time/{k}": v for k, v in timer.seconds.items()},
             },
-            "samples": ro.samples,
+            "samples": ro.samples if fresh else [],
         }
 
     def generate(self, groups: list[PromptGroup]) -> Samples:
@@ -400,6 +418,9 @@ class ProjectedGRPO(L.LightningModule):
             k: v for k, v in checkpoint["state_dict"].items() if k.endswith((".delta_s", ".delta_s_hack"))
         }
         checkpoint["pgrpo_basis"] = {"V": self.basis.V, "sigma": self.basis.sigma, "meta": self.basis.meta}
+        if self._rollouts is not None and self.global_step % self.hparams.num_iterations:
+            # inside a num_iterations cycle the next steps reuse this batch: a resume must not regenerate it
+            checkpoint["pgrpo_rollouts"] = self._rollouts.tensors()
         # plain tuples and tensors only, so Lightning's weights_only checkpoint loading accepts them
         checkpoint["pgrpo_rng"] = {
             "python": random.getstate(), "torch": torch.get_rng_state(),
@@ -409,6 +430,8 @@ class ProjectedGRPO(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         b = checkpoint["pgrpo_basis"]
         self.basis = HackBasis(b["V"], b["sigma"], b["meta"])
+        if "pgrpo_rollouts" in checkpoint:
+            self._rollouts = Rollouts.from_tensors(checkpoint["pgrpo_rollouts"])
         rng = checkpoint["pgrpo_rng"]
         random.setstate(rng["python"])
         torch.set_rng_state(rng["torch"])

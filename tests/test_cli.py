@@ -126,3 +126,30 @@ def test_every_shipped_config_parses(config, capsys):
         main(["fit", "--config", str(REPO / "configs" / config), "--print_config"])
     assert exit_.value.code in (None, 0)
     assert "projection:" in capsys.readouterr().out
+
+
+def test_rollout_numbers_are_logged_once_per_generation_with_num_iterations(tmp_path):
+    main(fast("vanilla", tmp_path, 4, "--model.num_iterations=2"))
+    scalars = read_scalars(tmp_path / "vanilla" / "version_0")
+    for tag in ("hack/student", "solve/student", "reward", "hack/teacher"):
+        assert [step for step, _ in scalars[tag]] == [0, 2], tag  # generated at steps 0 and 2, reused at 1 and 3
+    assert [step for step, _ in scalars["loss"]] == [0, 1, 2, 3]  # every optimizer step still logs its own
+
+
+def test_a_resume_inside_a_num_iterations_cycle_reuses_the_batch_and_matches(tmp_path):
+    cycle = ("--model.num_iterations=2", "--checkpoint.every_n_train_steps=1")
+
+    def fit(*args: str) -> None:  # each run in a fresh process, as a real resume is
+        proc = _pgrpo(list(args))
+        assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()[-2000:]
+
+    fit(*fast("erase", tmp_path / "whole", 4, *cycle))
+    fit(*fast("erase", tmp_path / "broken", 3, *cycle))  # stops after step 3, inside the second cycle
+    ckpts = tmp_path / "broken" / "erase" / "version_0" / "checkpoints"
+    assert "pgrpo_rollouts" in torch.load(ckpts / "last.ckpt", weights_only=False)
+    fit(*fast("erase", tmp_path / "broken", 4, *cycle, "--ckpt_path=last"))
+    a = torch.load(tmp_path / "whole" / "erase" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    b = torch.load(ckpts / "last.ckpt", weights_only=False)
+    assert a["global_step"] == b["global_step"] == 4
+    for key, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][key], value, rtol=0, atol=0)
