@@ -1,0 +1,62 @@
+"""2 CPU processes (gloo) on a cold V cache, under DDP and under FSDP: both ranks train with rank 0's V, bit for bit,
+and the cache ends with one V and no temporary file. Run as a script, this file is one fit (Lightning's launcher
+re-executes it for rank 1): `python tests/test_ddp_basis.py OUT STRATEGY`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.strategies import DDPStrategy
+
+from pgrpo.basis import ExtractionConfig
+from pgrpo.data import GRPODataModule
+from pgrpo.module import ProjectedGRPO
+from pgrpo.strategy import ShardedBaseStrategy
+
+# a pair order no other test uses, so the V this test extracts is never in the session's cache already
+COLD = ExtractionConfig(seed=90210, n_heldout=2, batch_size=64)
+
+
+class ExtractOnly(ProjectedGRPO):
+    """The fit's own V extraction (on_fit_start) and steps that change nothing (no gradient: AdamW skips the knobs)."""
+
+    def training_step(self, batch, batch_idx):
+        self.optimizers().step()  # counts the step, so max_steps ends the fit
+
+
+def fit(out: Path, strategy_name: str) -> None:
+    L.seed_everything(0)
+    strategy = (DDPStrategy(process_group_backend="gloo") if strategy_name == "ddp"
+                else ShardedBaseStrategy(process_group_backend="gloo"))
+    module = ExtractOnly(extraction=COLD, target_modules=["q_proj", "down_proj"])
+    data = GRPODataModule(mix_ratio=0.0, group_size=2, prompts_per_step=2)
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, max_steps=1, use_distributed_sampler=False,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(module, datamodule=data)
+    torch.save({n: v.cpu() for n, v in module.basis.V.items()}, out / f"V_rank{trainer.global_rank}.pt")
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_both_ranks_train_with_rank_zeros_v_from_a_cold_cache(strategy, tmp_path, pgrpo_cache):
+    from pgrpo.models import load_model_and_tokenizer
+
+    load_model_and_tokenizer("embedded")  # the base is built here, once, not raced for by the two ranks
+    bases = pgrpo_cache / "bases"
+    before = set(bases.iterdir()) if bases.is_dir() else set()
+    subprocess.run([sys.executable, __file__, str(tmp_path), strategy], check=True, timeout=600,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    ranks = [torch.load(tmp_path / f"V_rank{r}.pt") for r in (0, 1)]
+    assert ranks[0].keys() == ranks[1].keys() and ranks[0]
+    assert all(torch.equal(ranks[0][n], ranks[1][n]) for n in ranks[0])
+    new = set(bases.iterdir()) - before
+    assert len(new) <= 1 and all(p.suffix == ".safetensors" for p in new)  # written once (or cached by the other)
+    assert not [p for p in bases.iterdir() if ".tmp" in p.name]
+
+
+if __name__ == "__main__":
+    fit(Path(sys.argv[1]), sys.argv[2])
