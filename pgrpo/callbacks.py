@@ -121,7 +121,8 @@ def refreshed_basis(pl_module, problems: list[Problem], old: HackBasis) -> HackB
         return pl_module.extract_basis(problems, cached=False)
     if control == "random":
         return old
-    return control_basis(pl_module, problems, control, like=old, cached=False)
+    return control_basis(control, old, pl_module.extraction,
+                         lambda control, cfg: pl_module.extract_basis(problems, control, cfg, cached=False))
 
 
 class DeploymentEval(L.Callback):

@@ -72,6 +72,7 @@ def extract(
     problems: str | None = None,
     modes: str = "partition",
     extraction: ExtractionConfig = ExtractionConfig(),
+    controls: bool = False,
     out: str | None = None,
 ) -> None:
     """Extract the hack directions V for a model (cached by model, pairs, k and tau) and report them.
@@ -82,22 +83,31 @@ def extract(
         problems: an rl-rewardhacking JSONL file (default: the built-in problems).
         modes: loophole-mode assignment: partition, file, or one mode for all.
         extraction: pairs source, k, tau_axis, noise floor, held-out pairs.
+        controls: also build each negative-control V (random, shuffled, nonhack; k matched per module) and
+            print its principal-angle overlap with the real V (1 = the same subspace).
         out: also save V to this safetensors file.
     """
+    from functools import partial
+
     from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter
-    from pgrpo.cache import cache_dir
     from pgrpo.basis import load_or_extract_basis
+    from pgrpo.cache import cache_dir
+    from pgrpo.controls import CONTROLS, control_basis
+    from pgrpo.extraction import basis_overlap
     from pgrpo.models import load_model_and_tokenizer, model_id
 
     policy, tokenizer = load_model_and_tokenizer(model, dtype)
     adapter = attach_adapter(policy, DEFAULT_TARGETS)
-    basis = load_or_extract_basis(
-        policy, adapter, tokenizer, load_problems(problems, modes=modes), extraction,
-        model_id=model_id(model), cache=cache_dir() / "bases",
-        target_key={"targets": list(DEFAULT_TARGETS), "max_rank": None, "dtype": dtype},
-    )
+    load = partial(load_or_extract_basis, policy, adapter, tokenizer, load_problems(problems, modes=modes),
+                   model_id=model_id(model), cache=cache_dir() / "bases",
+                   target_key={"targets": list(DEFAULT_TARGETS), "max_rank": None, "dtype": dtype})
+    basis = load(extraction)
     for key, value in sorted(basis.meta.items()):
         print(f"{key}: {value}")
+    if controls:
+        for control in CONTROLS:
+            other = control_basis(control, basis, extraction, lambda c, cfg: load(cfg, control=c))
+            print(f"overlap with the real V, {control} V: {basis_overlap(basis, other)[0]:.3f}")
     if out:
         basis.save(out)
         print(f"saved V to {out}")

@@ -11,12 +11,13 @@ real V, so a reader sees how much of the real subspace a control still holds.
 
 import os
 from dataclasses import replace
+from collections.abc import Callable
 from typing import Literal, get_args
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
 
-from pgrpo.env import Problem
+from pgrpo.basis import ExtractionConfig
 from pgrpo.extraction import HackBasis, basis_overlap, random_basis_like
 
 Control = Literal["random", "shuffled", "nonhack"]
@@ -43,7 +44,8 @@ class ControlBasis(L.Callback):
             return
         seed = self.seed if self.seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
         problems = trainer.datamodule.extraction_problems
-        basis = control_basis(pl_module, problems, self.control, like=pl_module.basis, seed=seed)
+        basis = control_basis(self.control, pl_module.basis, pl_module.extraction,
+                              lambda control, cfg: pl_module.extract_basis(problems, control, cfg), seed)
         # how much of the real V's span the control still holds (1 = the same subspace, ~√(k/r) = unrelated)
         overlap, _ = basis_overlap(pl_module.basis, basis)
         basis.meta["overlap_with_real"] = f"{overlap:.6g}"
@@ -59,14 +61,16 @@ def is_control(basis: HackBasis) -> bool:
     return basis.meta.get("control", "none") != "none"
 
 
-def control_basis(pl_module, problems: list[Problem], control: Control, like: HackBasis, seed: int = 0,
-                  cached: bool = True) -> HackBasis:
-    """A `control` V with `like`'s modules and k per module; shuffled/nonhack are extracted from pl_module's policy."""
+def control_basis(control: Control, like: HackBasis, cfg: ExtractionConfig,
+                  extract: Callable[[Control, ExtractionConfig], HackBasis], seed: int = 0) -> HackBasis:
+    """A `control` V with `like`'s modules and k per module.
+
+    shuffled/nonhack come from `extract(control, cfg')`, the caller's extraction from that control's pairs, with
+    cfg' = cfg without axis dropping: the control must keep at least as many rows as the real V in every module.
+    """
     if control == "random":
         return random_basis_like(like, seed)
-    # no axis dropping: the control must have at least as many rows as the real V keeps in every module
-    cfg = replace(pl_module.extraction, tau_axis=None, noise_floor=None)
-    return matched_k(pl_module.extract_basis(problems, control, cfg, cached), like, control)
+    return matched_k(extract(control, replace(cfg, tau_axis=None, noise_floor=None)), like, control)
 
 
 def matched_k(control: HackBasis, like: HackBasis, name: str) -> HackBasis:

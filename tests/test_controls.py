@@ -179,3 +179,11 @@ def test_a_resumed_control_run_keeps_its_control_v(tmp_path):
     resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
     assert resumed["global_step"] == 3 and resumed["pgrpo_basis"]["meta"]["control"] == "random"
     assert all(torch.equal(v, first["V"][n]) for n, v in resumed["pgrpo_basis"]["V"].items())
+
+
+def test_extract_command_reports_each_controls_overlap_with_the_real_v(capsys):
+    main(["extract", "--modes", "run_tests", "--extraction.n_heldout", "2", "--controls", "true"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("overlap with the real V")]
+    overlaps = {line.split(", ")[1].split(" V:")[0]: float(line.rsplit(" ", 1)[1]) for line in lines}
+    assert overlaps.keys() == {"random", "shuffled", "nonhack"}
+    assert all(0.0 < v < 1.0 for v in overlaps.values())
