@@ -130,7 +130,8 @@ class ProjectedGRPO(L.LightningModule):
             generation: max_new_tokens, temperature, top_p of the student samples.
             optim: AdamW over the knobs and its warmup; max_grad_norm clips after projection.
             reward: format bonus and pass reward (gt_correct never enters it).
-            grade_timeout: wall-clock seconds per graded completion.
+            grade_timeout: floor of each sandboxed run's wall budget in seconds; the oracle and the flawed grader each get
+                their own budget, max(floor, 5 × the problem's measured canonical runtime), capped at 60 s.
             logprob_chunk_size: sequence chunk of the memory-efficient logprob pass.
             micro_batch_size: rows per forward/backward (None: the whole step at once).
         """
