@@ -23,6 +23,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from transformers import Qwen3Config, Qwen3ForCausalLM
+from typing_extensions import override
 
 from pgrpo.adapter import DEFAULT_TARGETS, SVDAdapterLinear, attach_adapter, capture_row_grads, knobs_zeroed
 from pgrpo.adapter import merged_for_generation
@@ -153,9 +154,11 @@ class StepTimes(L.Callback):
         self.steps: list[dict[str, float]] = []
         self._start = 0.0
 
+    @override
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._start = time.perf_counter()
 
+    @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if batch_idx == 0:
             return
@@ -169,6 +172,7 @@ class NaiveGRPO(ProjectedGRPO):
     """The same step written straightforwardly: per prompt, generate through the unmerged adapter, grade one
     completion at a time, full log-softmax, and the student and teacher gradients from two backward passes."""
 
+    @override
     def training_step(self, batch: list[PromptGroup], batch_idx: int) -> dict:
         seconds = dict.fromkeys(PHASES, 0.0)
         opt, sched = self.optimizers(), self.lr_schedulers()

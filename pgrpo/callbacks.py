@@ -7,6 +7,7 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
+from typing_extensions import override
 
 from pgrpo.adapter import quarantine_zeroed
 from pgrpo.controls import control_basis
@@ -23,6 +24,7 @@ class HackMetricsLogger(L.Callback):
     start data/pool_coverage: the fraction of training problems the teacher pool covers (the only ones trained on).
     """
 
+    @override
     def on_train_start(self, trainer, pl_module) -> None:
         coverage = getattr(trainer.datamodule, "pool_coverage", None)
         if coverage is None:
@@ -31,6 +33,7 @@ class HackMetricsLogger(L.Callback):
         for logger in trainer.loggers:
             logger.log_metrics({"data/pool_coverage": coverage}, step=trainer.global_step)
 
+    @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         metrics = outputs["metrics"]
         if trainer.world_size > 1:
@@ -61,6 +64,7 @@ class CompletionSamples(L.Callback):
     def __init__(self, every_n_steps: int = 10):
         self.every_n_steps = every_n_steps
 
+    @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         # no samples on a step that reused its batch (num_iterations > 1): they were shown when it was generated
@@ -98,6 +102,7 @@ class BasisRefresh(L.Callback):
         self.every_n_steps = every_n_steps
         self.warn_below = warn_below
 
+    @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step % self.every_n_steps:
             return
@@ -146,10 +151,12 @@ class DeploymentEval(L.Callback):
         self.samples_per_prompt = samples_per_prompt
         self.seed = seed
 
+    @override
     def on_train_start(self, trainer, pl_module) -> None:
         if not trainer.datamodule.eval_problems:
             raise ValueError("DeploymentEval needs held-out prompts: set data.n_eval_prompts (e.g. 6)")
 
+    @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         if step % self.every_n_steps and step < trainer.max_steps:

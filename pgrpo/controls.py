@@ -10,12 +10,13 @@ real V, so a reader sees how much of the real subspace a control still holds.
 """
 
 import os
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Literal, get_args
 
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
+from typing_extensions import override
 
 from pgrpo.basis import ExtractionConfig
 from pgrpo.extraction import HackBasis, basis_overlap, random_basis_like
@@ -38,6 +39,7 @@ class ControlBasis(L.Callback):
         self.control = control
         self.seed = seed
 
+    @override
     def on_train_start(self, trainer, pl_module) -> None:
         # runs after the module's on_fit_start extraction; a resumed run restored its control V from the checkpoint
         if is_control(pl_module.basis):

@@ -19,6 +19,7 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, Sampler
+from typing_extensions import override
 
 from pgrpo.cache import cache_dir
 from pgrpo.env import MODES, Problem, RewardConfig, clean_completion, hack_completion, load_problems
@@ -144,6 +145,7 @@ class GRPODataModule(L.LightningDataModule):
         self._prompt_checked: set[str] = set()
 
     # -- setup ---------------------------------------------------------------------------------
+    @override
     def setup(self, stage: str | None = None) -> None:
         if self.problems:
             return
@@ -253,9 +255,11 @@ class GRPODataModule(L.LightningDataModule):
         return [PromptGroup(p, render_chat(self.tokenizer, build_messages(p)), [], samples_per_prompt)
                 for p in self.eval_problems]
 
+    @override
     def transfer_batch_to_device(self, batch: list[PromptGroup], device, dataloader_idx: int) -> list[PromptGroup]:
         return batch  # prompts and teacher rows are text; the module builds tensors on its device
 
+    @override
     def train_dataloader(self) -> DataLoader:
         n_steps = self.trainer.max_steps if self.trainer is not None else -1
         if n_steps is None or n_steps < 1:

@@ -17,6 +17,7 @@ from pathlib import Path
 import lightning as L
 import torch
 from torch import Tensor
+from typing_extensions import override
 
 from pgrpo.adapter import (
     DEFAULT_TARGETS, all_reduce_knob_grads, all_reduce_mean_, attach_adapter, base_is_sharded, capture_row_grads,
@@ -156,6 +157,7 @@ class ProjectedGRPO(L.LightningModule):
         self._rollouts: Rollouts | None = None
 
     # -- model -----------------------------------------------------------------------------------
+    @override
     def configure_model(self) -> None:
         if self.policy is not None:
             return
@@ -169,6 +171,7 @@ class ProjectedGRPO(L.LightningModule):
                                  "and data_parallel_size to the number of processes")
             shard_base(self.policy, self.adapter, mesh["data_parallel"])
 
+    @override
     def on_fit_start(self) -> None:
         if self.basis is None:  # a resumed run restored V from its checkpoint
             self.basis = self.extract_basis(self.trainer.datamodule.extraction_problems)
@@ -210,6 +213,7 @@ class ProjectedGRPO(L.LightningModule):
         basis = strategy.broadcast(basis.to("cpu") if basis is not None else None, src=0)
         return basis.to(self.device)
 
+    @override
     def configure_optimizers(self):
         knobs = [m.delta_s for m in self.adapter.values()]
         quarantine = [m.delta_s_hack for m in self.adapter.values()]
@@ -224,6 +228,7 @@ class ProjectedGRPO(L.LightningModule):
         return [opt], [sched]
 
     # -- the step --------------------------------------------------------------------------------
+    @override
     def training_step(self, batch: list[PromptGroup], batch_idx: int) -> dict:
         timer = _Timer()
         # with num_iterations > 1 a generated batch serves that many optimizer steps; its rollout numbers are
@@ -414,6 +419,7 @@ class ProjectedGRPO(L.LightningModule):
         return {"adapter/delta_s_norm": float(ds.norm()), "adapter/delta_s_hack_norm": float(dh.norm())}
 
     # -- checkpoints: knobs, V and RNG state; never the frozen base --------------------------------
+    @override
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["state_dict"] = {
             k: v for k, v in checkpoint["state_dict"].items() if k.endswith((".delta_s", ".delta_s_hack"))
@@ -428,6 +434,7 @@ class ProjectedGRPO(L.LightningModule):
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         }
 
+    @override
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         b = checkpoint["pgrpo_basis"]
         self.basis = HackBasis(b["V"], b["sigma"], b["meta"])

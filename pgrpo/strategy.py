@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from lightning.pytorch.strategies import ModelParallelStrategy, Strategy
 from torch.optim import Optimizer
+from typing_extensions import override
 
 
 class ShardedBaseStrategy(ModelParallelStrategy):
@@ -28,6 +29,7 @@ class ShardedBaseStrategy(ModelParallelStrategy):
         super().__init__(data_parallel_size=data_parallel_size, tensor_parallel_size=1,
                          save_distributed_checkpoint=False, process_group_backend=process_group_backend)
 
+    @override
     def setup_environment(self) -> None:
         if self._data_parallel_size == "auto":
             self._data_parallel_size = self.num_nodes * self.num_processes  # every process shards the base
@@ -37,18 +39,22 @@ class ShardedBaseStrategy(ModelParallelStrategy):
     def lightning_restore_optimizer(self) -> bool:
         return True
 
+    @override
     def lightning_module_state_dict(self) -> dict[str, Any]:
         # the trainable parameters only: the knobs (plain tensors); the frozen base is never gathered
         return {name: p.detach() for name, p in self.lightning_module.named_parameters() if p.requires_grad}
 
+    @override
     def optimizer_state(self, optimizer: Optimizer) -> dict[str, Any]:
         return Strategy.optimizer_state(self, optimizer)  # the knobs' AdamW state, the same on every rank
 
+    @override
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
         return Strategy.load_checkpoint(self, checkpoint_path, weights_only)
 
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         Strategy.load_model_state_dict(self, checkpoint, strict)
 
+    @override
     def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
         Strategy.load_optimizer_state_dict(self, checkpoint)
