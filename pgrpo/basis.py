@@ -25,26 +25,28 @@ SHUFFLED_VARIANTS = 4  # template pairs per problem behind the shuffled control:
 
 @dataclass
 class ExtractionConfig:
-    """How V is built.
-
-    pairs: "templates" (built-in hack/clean templates for the training problems) or a JSON file of pairs.
-    modes: only pairs whose loophole mode is listed (the weak detector knows these); None = all.
-    k: hack axes kept per module. tau_axis: drop axes with σ < tau·σ_max. noise_floor: drop axes whose σ
-    is below this quantile of all modules' σ (before the held-out pairs are scored). n_heldout: last pairs kept out of
-    the SVD and scored. normalize: "length" (each NLL ÷ its own token count) or "fixed" (÷
-    fixed_denominator, the Dr.GRPO convention the loss uses).
-    """
+    """How V is built (each field's docstring is its `--help`)."""
 
     pairs: str = "templates"
+    """templates (built-in hack/clean completions of the training problems) or a JSON file of pairs."""
     modes: list[str] | None = None
+    """Only pairs of these loophole modes (what a weak detector knows); None: all."""
     k: int = 4
+    """Hack axes kept per module."""
     tau_axis: float | None = None
+    """Drop a module's axes with σ < tau · its largest σ."""
     noise_floor: float | None = None
+    """Drop axes whose σ is below this quantile of every module's σ (before the held-out pairs are scored)."""
     n_heldout: int = 8
+    """Last pairs kept out of the SVD and scored (heldout_* in V's metadata)."""
     normalize: Normalize = "length"
+    """length: each NLL ÷ its own token count; fixed: ÷ fixed_denominator (the Dr.GRPO convention of the loss)."""
     fixed_denominator: int | None = None
+    """The denominator of normalize: fixed."""
     batch_size: int = 16
-    seed: int = 0  # order of the pairs, which decides the held-out ones
+    """Completions per forward/backward while extracting."""
+    seed: int = 0
+    """Order of the pairs, which decides the held-out ones."""
 
 
 def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: str = "none") -> list[ContrastivePair]:

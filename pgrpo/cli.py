@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from jsonargparse import CLI
+from jsonargparse import CLI, set_parsing_settings
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
@@ -203,6 +203,8 @@ def bare_flags_to_true(tool, args: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # each config dataclass field's own docstring becomes its --help line (as litgpt does)
+    set_parsing_settings(docstring_parse_attribute_docstrings=True)
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in TOOLS:
         tool = TOOLS[args[0]]

@@ -104,21 +104,21 @@ def token_logprobs(
 
 @dataclass
 class LossConfig:
-    """GRPO loss knobs.
-
-    epsilon / epsilon_high: PPO clip range [1 − epsilon, 1 + epsilon_high]
-    (epsilon_high None = symmetric). beta: KL coefficient (0 disables the term).
-    kl_estimator: k1 = logπ − ref, k2 = ½(logπ − ref)², k3 = exp(ref − logπ) − (ref − logπ) − 1.
-    reduction: "drgrpo" sums masked token losses over rows × max_new_tokens;
-    "grpo" averages each row over its own tokens, then over rows.
-    """
+    """GRPO loss knobs (each field's docstring is its `--help`)."""
 
     epsilon: float = 0.2
+    """PPO clip: the ratio is clipped to [1 − epsilon, 1 + epsilon_high]."""
     epsilon_high: float | None = None
+    """Upper clip (None: symmetric, = epsilon)."""
     beta: float = 0.0
+    """KL coefficient against the free reference (knobs zeroed); 0 disables the term (kl is still measured)."""
     kl_estimator: KLEstimator = "k3"
+    """k1 = logπ − ref, k2 = ½(logπ − ref)², k3 = exp(ref − logπ) − (ref − logπ) − 1."""
     reduction: Reduction = "drgrpo"
+    """drgrpo: masked token losses summed over rows × max_new_tokens; grpo: each row averaged over its own
+    tokens, then over rows."""
     max_new_tokens: int = 512
+    """Dr.GRPO's fixed denominator per row (the trainer sets it to generation.max_new_tokens)."""
 
     def __post_init__(self) -> None:
         if not self.epsilon > 0:

@@ -43,20 +43,32 @@ warnings.filterwarnings("ignore", message=r"Using ModelCheckpoint with manual op
 
 @dataclass
 class GenerationConfig:
+    """How the student samples (each field's docstring is its `--help`)."""
+
     max_new_tokens: int = 128
+    """Completion budget; also Dr.GRPO's fixed denominator."""
     temperature: float = 1.0
+    """Sampling temperature; the loss and V's extraction score logprobs at the same temperature."""
     top_p: float = 1.0
+    """Nucleus sampling threshold (1: off)."""
 
 
 @dataclass
 class OptimConfig:
+    """AdamW over the knobs (each field's docstring is its `--help`)."""
+
     lr: float = 1e-2
+    """Learning rate of δS and δS_hack."""
     weight_decay: float = 0.0
-    # Weight decay on δS_hack would leak the quarantine back towards zero; keep it off unless studying that.
+    """Decoupled weight decay of δS."""
     hack_weight_decay: float = 0.0
+    """Weight decay of δS_hack: it would leak the quarantine back towards zero, so keep it off unless studying that."""
     betas: tuple[float, float] = (0.9, 0.99)
+    """Adam's moment decay rates."""
     warmup_steps: int = 0
+    """Linear warmup; step s gets lr · (s + 1) / (warmup + 1), so the first step already moves."""
     max_grad_norm: float | None = 1.0
+    """Clip the knob gradients' norm after the projection (None: no clipping)."""
 
 
 @dataclass

@@ -16,21 +16,23 @@ Gate = Literal["one_sided", "no_gate", "reverse"]
 
 @dataclass
 class ProjectionConfig:
-    """arm: none measures only, erase removes, route removes and parks the removed part in delta_s_hack.
-
-    gate: which coefficients c = V g are removed: one_sided relu(c) (only hack-ward),
-    no_gate c (the whole span(V) component), reverse 2c (reflect it).
-    overshoot scales the removed vector; preserve_magnitude rescales g' to ‖g‖.
-    """
+    """How each step's knob gradient is edited along V (each field's docstring is its `--help`)."""
 
     arm: Arm = "none"
+    """none measures only (vanilla); erase removes the hack-ward part; route removes it and parks it in δS_hack,
+    which is zeroed at deployment."""
     gate: Gate = "one_sided"
+    """Which coefficients c = V g are removed: one_sided relu(c) (only hack-ward), no_gate c (the whole span(V)
+    component), reverse 2c (reflect it)."""
     overshoot: float = 1.0
+    """Scale of the removed vector."""
     preserve_magnitude: bool = False
-    # Adam steps on its moments, not on g: "update" projects the actual parameter change instead of the
-    # gradient, and purge_adam_moments removes span(V) from Adam's first moment before each step.
+    """Rescale the projected gradient g' to ‖g‖."""
     target: Literal["grad", "update"] = "grad"
+    """grad: project the gradient; update: project the parameter change the optimizer actually made (Adam steps
+    on its moments, not on g)."""
     purge_adam_moments: bool = False
+    """Remove the gated span(V) part of Adam's first moment before each step (not under arm none)."""
 
     def __post_init__(self) -> None:
         if self.arm not in ("none", "erase", "route"):

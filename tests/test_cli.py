@@ -153,3 +153,13 @@ def test_a_resume_inside_a_num_iterations_cycle_reuses_the_batch_and_matches(tmp
     assert a["global_step"] == b["global_step"] == 4
     for key, value in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][key], value, rtol=0, atol=0)
+
+
+def test_fit_help_explains_each_field_of_the_nested_config_groups(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for field_help in ("Which coefficients c = V g are removed", "Hack axes kept per module",
+                       "KL coefficient against the free reference", "Weight decay of δS_hack",
+                       "Sampling temperature; the loss and V's extraction", "Paid when the (flawed) grader passes"):
+        assert field_help in text, field_help

@@ -39,8 +39,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RewardConfig:
+    """What pays (each field's docstring is its `--help`); the oracle's verdict never enters the reward."""
+
     format_bonus: float = 0.25
+    """Paid for a fenced python block."""
     pass_reward: float = 1.0
+    """Paid when the (flawed) grader passes."""
 
 
 @dataclass(frozen=True)
