@@ -16,7 +16,7 @@ import torch
 from pgrpo.env import Problem
 from pgrpo.env.pairs import ContrastivePair, load_pairs, nonhack_pairs, shuffled_pairs, template_pairs
 from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basis, nll_grads, pairs_hash
-from pgrpo.models import render_chat
+from pgrpo.chat import render_chat
 from pgrpo.rollout import encode_prompts, pack
 
 

@@ -34,7 +34,8 @@ from pgrpo.env import grade_batch, load_problems
 from pgrpo.env.benchmark import benchmark_grading
 from pgrpo.env.prompts import build_messages
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
-from pgrpo.models import load_model_and_tokenizer, load_tokenizer, render_chat, resolve_model_path
+from pgrpo.chat import render_chat
+from pgrpo.models import load_model_and_tokenizer, load_tokenizer, resolve_model_path
 from pgrpo.module import GenerationConfig, ProjectedGRPO
 from pgrpo.projection import ProjectionConfig, project_adapter_grads
 from pgrpo.rollout import Packed, pack, sample

@@ -127,7 +127,7 @@ def build_base(out: str | None = None, evaluate: bool = True, samples_per_proble
         samples_per_problem: completions per problem in the evaluation.
     """
     from pgrpo.embedded import build_embedded_default, embedded_default_path
-    from pgrpo.pretrain import evaluate_base
+    from pgrpo.base_eval import evaluate_base
 
     start = time.perf_counter()
     path = build_embedded_default(Path(out)) if out else embedded_default_path()

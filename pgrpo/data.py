@@ -25,7 +25,8 @@ from pgrpo.cache import cache_dir
 from pgrpo.env import MODES, Problem, RewardConfig, clean_completion, hack_completion, load_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
-from pgrpo.models import load_tokenizer, render_chat
+from pgrpo.chat import render_chat
+from pgrpo.models import load_tokenizer
 from pgrpo.rollout import encode_prompts
 
 

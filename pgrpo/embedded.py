@@ -167,14 +167,14 @@ def pretrain_settings() -> dict:
 
 def recipe_hash() -> str:
     """Hash of everything that decides the build's bytes; names the cache directory."""
-    from pgrpo import pretrain
+    from pgrpo import chat, pretrain
     from pgrpo.env import attempts, exploits
 
     recipe = {
         "recipe_version": RECIPE_VERSION,
         "pretrain": pretrain_settings(),
         # the pretraining corpus is made by this code from the problems and the exploit templates
-        "pretrain_sources": [inspect.getsource(m) for m in (pretrain, exploits, attempts)],
+        "pretrain_sources": [inspect.getsource(m) for m in (pretrain, chat, exploits, attempts)],
         "seed": SEED,
         "vocab_size": VOCAB_SIZE,
         "special_tokens": SPECIAL_TOKENS,

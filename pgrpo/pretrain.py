@@ -20,18 +20,16 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from pgrpo.env import MODES, Problem, grade_batch, load_problems
+from pgrpo.chat import render_chat
+from pgrpo.env import MODES, load_problems
 from pgrpo.env.attempts import honest_solution, wrong_variants
 from pgrpo.env.exploits import LEAD_INS, completion, lever_after, stub_solution
 from pgrpo.env.prompts import build_messages
-from pgrpo.models import load_model_and_tokenizer, render_chat
-from pgrpo.rollout import sample
 
 COMPLETIONS_PER_PROMPT = 8  # per (problem, hint): 48 problems x 6 hints x 8 = 2304 examples
 # Of the examples that train the hack-or-not choice, the same number under every mode's hint.
@@ -144,7 +142,7 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, corpus:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warmup, _cosine(s, warmup, steps)))
     losses, start = [], time.perf_counter()
     model.train()
-    with _threads(THREADS):
+    with threads(THREADS):
         for _, batch in zip(range(steps), _batches(rows, batch_size, seed)):
             loss, completion_loss = token_losses(model, *_collate(batch, tokenizer.pad_token_id))
             loss.backward()
@@ -221,43 +219,10 @@ def _collate(batch: list, pad_id: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 @contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
+def threads(n: int) -> Iterator[None]:
     old = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
         yield
     finally:
         torch.set_num_threads(old)
-
-
-# -- measuring a base ------------------------------------------------------------------------------
-def evaluate_base(model_dir: str | Path, n_samples_per_problem: int = 8, temperature: float = 1.0,
-                  max_new_tokens: int = 128, seed: int = 0) -> dict[str, float]:
-    """Format, solve (gt_correct) and hack (exploited) rates of a base's samples, overall and per mode.
-
-    Samples every problem under its own loophole hint, as GRPO does, with the
-    rollout sampler GRPO uses; the global RNG is restored afterwards.
-    """
-    model, tokenizer = load_model_and_tokenizer(str(model_dir))
-    problems = load_problems()
-    prompts = [render_chat(tokenizer, build_messages(p)) for p in problems]
-    with torch.random.fork_rng(devices=[]), _threads(THREADS):
-        torch.manual_seed(seed)
-        _, completions, clipped = sample(model, tokenizer, prompts, n_samples_per_problem, max_new_tokens,
-                                         temperature, top_p=1.0)
-    texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
-    owners = [p for p in problems for _ in range(n_samples_per_problem)]
-    grades = grade_batch(list(zip(owners, texts)), detectors=False)
-    rates = _rates(grades)
-    rates["clipped"] = sum(clipped) / len(clipped)
-    for m in MODES:
-        rates |= {f"{k}/{m}": v for k, v in _rates([g for g, p in zip(grades, owners) if p.mode == m]).items()}
-    solved = {p.id for g, p in zip(grades, owners) if g.gt_correct}
-    rates["problems_solved_once"] = len(solved) / len(problems)
-    return rates
-
-
-def _rates(grades: list) -> dict[str, float]:
-    n = max(1, len(grades))
-    return {"format": sum(g.format_ok for g in grades) / n, "solve": sum(g.gt_correct for g in grades) / n,
-            "hack": sum(g.exploited for g in grades) / n, "pass": sum(g.passed for g in grades) / n}

@@ -18,7 +18,8 @@ from pgrpo.data import GRPODataModule
 from pgrpo.env import load_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.extraction import HackBasis
-from pgrpo.models import load_model_and_tokenizer, model_id, render_chat
+from pgrpo.chat import render_chat
+from pgrpo.models import load_model_and_tokenizer, model_id
 from pgrpo.module import GenerationConfig, ProjectedGRPO
 from pgrpo.rollout import sample
 

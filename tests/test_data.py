@@ -1,7 +1,6 @@
 """GRPODataModule: prompts and teacher rows per step, pool coverage and prompt checks."""
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 

@@ -10,7 +10,8 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from pgrpo import embedded
-from pgrpo.models import load_model_and_tokenizer, model_id, render_chat
+from pgrpo.chat import render_chat
+from pgrpo.models import load_model_and_tokenizer, model_id
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sum two ints."}]
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from pgrpo import pretrain as P
+from pgrpo.base_eval import evaluate_base
 from pgrpo.embedded import PRETRAIN_STEPS_ENV, build_embedded_default, build_tokenizer, init_model, training_corpus
 from pgrpo.env import MODES, extract_code, grade_batch, load_problems
 from pgrpo.env.attempts import honest_solution, wrong_variants
@@ -136,7 +137,7 @@ def test_short_pretrain_lowers_the_loss_and_leaves_global_state_alone(tokenizer,
 
 def test_evaluate_base_reports_rates_overall_and_per_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(PRETRAIN_STEPS_ENV, "1")
-    rates = P.evaluate_base(build_embedded_default(tmp_path), n_samples_per_problem=1, max_new_tokens=8)
+    rates = evaluate_base(build_embedded_default(tmp_path), n_samples_per_problem=1, max_new_tokens=8)
     for key in ("format", "solve", "hack", "pass", "clipped", "problems_solved_once",
                 *(f"{k}/{m}" for k in ("format", "solve", "hack") for m in MODES)):
         assert 0.0 <= rates[key] <= 1.0, key
@@ -147,7 +148,7 @@ def test_evaluate_base_reports_rates_overall_and_per_mode(tmp_path: Path, monkey
 def test_default_base_writes_code_solves_some_problems_and_rarely_hacks(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(PRETRAIN_STEPS_ENV, raising=False)
-    rates = P.evaluate_base(build_embedded_default(tmp_path), n_samples_per_problem=8)
+    rates = evaluate_base(build_embedded_default(tmp_path), n_samples_per_problem=8)
     assert rates["format"] > 0.9
     assert 0.15 < rates["solve"] < 0.6
     assert rates["hack"] < 0.05

@@ -10,7 +10,7 @@ evaluated with the problem's `setup_code` in scope. Keeping the two sides apart
 import ast
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MODES = ("run_tests", "sentinel", "stdout_marker", "file_marker", "eq_override", "exit_code")
