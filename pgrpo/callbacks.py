@@ -59,17 +59,22 @@ def mean_over_ranks(metrics: dict[str, float]) -> dict[str, float]:
 
 
 class CompletionSamples(L.Callback):
-    """Every `every_n_steps`, a few student completions with their grades as TensorBoard text."""
+    """A few student completions with their grades as TensorBoard text, from the first step and then from the
+    first generated batch at least `every_n_steps` after the last one shown."""
 
     def __init__(self, every_n_steps: int = 10):
         self.every_n_steps = every_n_steps
+        self._shown_at: int | None = None
 
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
-        # no samples on a step that reused its batch (num_iterations > 1): they were shown when it was generated
-        if self.every_n_steps <= 0 or (step - 1) % self.every_n_steps or not outputs["samples"]:
+        # a step that reused its batch (num_iterations > 1) has no samples of its own: wait for the next generation
+        if self.every_n_steps <= 0 or not outputs["samples"]:
             return
+        if self._shown_at is not None and step - self._shown_at < self.every_n_steps:
+            return
+        self._shown_at = step
         text = "\n\n".join(format_sample(s) for s in outputs["samples"])
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):

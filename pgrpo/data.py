@@ -142,6 +142,7 @@ class GRPODataModule(L.LightningDataModule):
         self.pool_coverage: float | None = None  # fraction of training problems the pool covers; None: no pool
         self.problems: list[Problem] = []
         self.eval_problems: list[Problem] = []
+        self.extraction_problems: list[Problem] = []
         self.pool: TeacherPool | None = None
         self._prompt_checked: set[str] = set()
 
@@ -154,7 +155,9 @@ class GRPODataModule(L.LightningDataModule):
         self.problems = load_problems(self.problems_path, modes=self.modes)
         self.eval_problems = held_out(self.problems, self.n_eval_prompts)
         eval_ids = {p.id for p in self.eval_problems}
-        self.train_problems = [p for p in self.problems if p.id not in eval_ids]
+        # V may see every problem but the held-out evaluation ones (else the deployment eval tests on its data)
+        self.extraction_problems = [p for p in self.problems if p.id not in eval_ids]
+        self.train_problems = self.extraction_problems
         if self.n_teacher == 0:
             return
         self.pool = self._teacher_pool()
@@ -176,13 +179,6 @@ class GRPODataModule(L.LightningDataModule):
             rank_zero_warn(f"{counts}; training uses only those {len(covered)}")
         # with teacher rows in every group, only prompts the pool covers can be trained on
         self.train_problems = covered
-
-    @property
-    def extraction_problems(self) -> list[Problem]:
-        """The problems V may be extracted from: all but the held-out evaluation ones (a V that has seen them
-        would make the deployment eval a test on training data)."""
-        eval_ids = {p.id for p in self.eval_problems}
-        return [p for p in self.problems if p.id not in eval_ids]
 
     def _teacher_pool(self) -> TeacherPool:
         pool = TeacherPool.load(self._pool_dir())

@@ -86,8 +86,8 @@ def project_adapter_grads(
     basis modules: cin / cout = hack_fraction of g / g' (under none, the g' that
     erase would apply: a sanity check, ~0 for one_sided), cin_student /
     cin_teacher on the split grads when given, fired = fraction of hack axes with
-    c > 0, cin_null = sqrt(Σk / Σr) (random-direction baseline),
-    cin_per_module = {name: ‖relu(V g)‖ / ‖g‖}.
+    c > 0, cin_null / cin_null_student / cin_null_teacher = what cin would be for a random direction with
+    the same per-module norms (`cin_null`), cin_per_module = {name: ‖relu(V g)‖ / ‖g‖}.
     """
     _check_basis(modules, basis)
     grads, projected, removed, coeffs = {}, {}, {}, {}

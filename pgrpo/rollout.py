@@ -26,12 +26,13 @@ class Packed:
 
 
 def encode_prompts(tokenizer, prompts: list[str]) -> list[list[int]]:
-    """Prompt token ids as every pass sees them: with the tokenizer's special tokens (a BOS where it adds one).
+    """Prompt token ids as every pass sees them: generation, V's extraction and the teacher pool's prefix check
+    all encode prompts here, so the same prompt never has two contexts.
 
-    Generation, V's extraction and the teacher pool's prefix check all encode prompts here, so a
-    BOS-adding tokenizer never gives the same prompt two contexts.
+    A chat template writes the special tokens its model needs (Llama 3's opens with its BOS), so text it
+    rendered is encoded as is; plain text (no template) gets the tokenizer's own, such as a BOS.
     """
-    return tokenizer(prompts)["input_ids"]
+    return tokenizer(prompts, add_special_tokens=not tokenizer.chat_template)["input_ids"]
 
 
 def left_pad(rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:

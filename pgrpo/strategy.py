@@ -36,6 +36,7 @@ class ShardedBaseStrategy(ModelParallelStrategy):
         super().setup_environment()
 
     @property
+    @override
     def lightning_restore_optimizer(self) -> bool:
         return True
 
@@ -52,6 +53,7 @@ class ShardedBaseStrategy(ModelParallelStrategy):
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
         return Strategy.load_checkpoint(self, checkpoint_path, weights_only)
 
+    @override
     def load_model_state_dict(self, checkpoint: Mapping[str, Any], strict: bool = True) -> None:
         Strategy.load_model_state_dict(self, checkpoint, strict)
 

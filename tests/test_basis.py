@@ -21,7 +21,7 @@ from pgrpo.extraction import HackBasis
 from pgrpo.chat import render_chat
 from pgrpo.models import load_model_and_tokenizer, model_id
 from pgrpo.module import GenerationConfig, ProjectedGRPO
-from pgrpo.rollout import sample
+from pgrpo.rollout import encode_prompts, sample
 
 TARGET_KEY = {"targets": ["q_proj"], "max_rank": None, "dtype": "float32"}
 
@@ -118,6 +118,7 @@ def bos_adding(tokenizer):
 def test_extraction_sees_the_prompt_tokens_that_generation_sees(monkeypatch):
     model, tokenizer = load_model_and_tokenizer("embedded")
     tokenizer = bos_adding(tokenizer)
+    tokenizer.chat_template = None  # plain-text prompts: the tokenizer's BOS is theirs to add
     prompt = render_chat(tokenizer, build_messages(load_problems(None)[0]))
     generated_prompt_ids, _, _ = sample(model, tokenizer, [prompt], 1, max_new_tokens=2, temperature=1.0, top_p=1.0)
     assert generated_prompt_ids[0][0] == tokenizer.eos_token_id  # the tokenizer does add a BOS
@@ -192,3 +193,13 @@ def test_a_cache_write_racing_another_in_the_same_process_keeps_both(tmp_path, m
         t.join()
     assert errors == [] and [p.name for p in tmp_path.iterdir()] == ["key.safetensors"]
     assert torch.equal(HackBasis.load(target).V["m"], some_basis(0).V["m"])
+
+
+def test_a_chat_template_that_writes_the_bos_is_not_given_a_second_one():
+    _, tokenizer = load_model_and_tokenizer("embedded")
+    tokenizer = bos_adding(tokenizer)
+    bos = tokenizer.eos_token
+    tokenizer.chat_template = bos + "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    prompt = render_chat(tokenizer, [{"role": "user", "content": "hi"}])
+    (ids,) = encode_prompts(tokenizer, [prompt])
+    assert ids.count(tokenizer.eos_token_id) == 1 and ids[0] == tokenizer.eos_token_id

@@ -153,3 +153,26 @@ def test_deployment_eval_needs_held_out_prompts():
     trainer = SimpleNamespace(datamodule=SimpleNamespace(eval_problems=[]))
     with pytest.raises(ValueError, match="data.n_eval_prompts"):
         DeploymentEval().on_train_start(trainer, None)
+
+
+def test_completion_samples_come_from_generated_batches_every_n_steps():
+    from pgrpo.callbacks import CompletionSamples
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    shown = []
+
+    class Board(TensorBoardLogger):
+        def __init__(self):
+            pass
+
+        @property
+        def experiment(self):
+            return SimpleNamespace(add_text=lambda tag, text, step: shown.append(step))
+
+    callback, trainer = CompletionSamples(every_n_steps=5), SimpleNamespace(loggers=[Board()], global_step=0)
+    for step in range(1, 21):  # num_iterations = 2: batches generated at odd global steps only
+        trainer.global_step = step
+        samples = [{"problem": "p", "mode": "m", "completion": "x", "reward": 1.0, "passed": True,
+                    "gt_correct": False, "exploited": True, "mechanism": "m"}] if step % 2 else []
+        callback.on_train_batch_end(trainer, None, {"samples": samples}, None, 0)
+    assert shown == [1, 7, 13, 19]  # every 5 steps or at the next generated batch after that

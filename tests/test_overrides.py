@@ -40,7 +40,10 @@ def test_every_override_names_a_method_of_a_base_class(cls):
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__qualname__)
-def test_every_hook_is_marked_override(cls):
+def test_every_hook_and_every_overridden_method_is_marked_override(cls):
     for name, member in vars(cls).items():
-        if inspect.isfunction(member) and name.startswith("on_"):
+        if not inspect.isfunction(member) or name.startswith("__"):
+            continue
+        overrides = any(hasattr(base, name) for base in cls.__mro__[1:])
+        if name.startswith("on_") or overrides:
             assert getattr(member, "__override__", False), f"{cls.__qualname__}.{name} is not marked @override"

@@ -131,11 +131,16 @@ def run_budgets(problem: Problem, timeout_s: float) -> dict[str, float]:
 def _time_canonical(problem: Problem, budget_s: float) -> float | None:
     """Wall seconds of the canonical solution's oracle run (budget_s if it did not finish; None: sandbox failure)."""
     outcome = run_job(HARNESS, [_oracle_child(problem, problem.canonical_solution, budget_s)])
-    if outcome.error:
+    run = outcome.children[0] if outcome.children else None
+    if run is not None and run.timed_out:
+        return budget_s
+    if outcome.error or run is None or run.status != 0:
+        # not a runtime: caching it would grade this problem at the floor for good
+        why = outcome.error or ("never started" if run is None else f"exit status {run.status}")
         log.warning("problem %s: its canonical solution could not be timed (%s); grading it with the floor time "
-                    "limit for now", problem.id, outcome.error)
+                    "limit for now", problem.id, why)
         return None
-    return outcome.children[0].seconds if outcome.children else budget_s
+    return run.seconds
 
 
 _expected_cache: dict[str, list] = {}

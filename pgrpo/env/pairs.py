@@ -3,7 +3,7 @@
 Sources: the built-in templates, a JSON file, or a graded teacher pool read
 through a *weak detector* that only recognises some loophole modes (the
 leave-one-mode-out experiment). Two control sets check that V is about hacking:
-labels shuffled per pair, and clean-vs-clean pairs that contain no hack at all.
+labels dealt at random across each prompt's completions, and clean-vs-clean pairs that contain no hack at all.
 
 A detector may only choose which rollouts become pairs; it never touches reward.
 """

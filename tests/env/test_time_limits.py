@@ -79,6 +79,14 @@ def test_a_failed_measurement_grades_with_the_floor_and_is_tried_again():
     assert calls == ["unmeasurable", "unmeasurable"]
 
 
+def test_a_canonical_solution_that_crashes_is_not_kept_as_its_runtime():
+    from pgrpo.env.grader import _time_canonical
+
+    crashing = replace(SLOW, id="crashing_canonical", canonical_solution="import os\nos._exit(3)\n")
+    assert _time_canonical(crashing, 5.0) is None  # a quick crash is no runtime: the floor until measured again
+    assert _time_canonical(SLOW, 5.0) >= 0.5
+
+
 def test_a_corrupt_record_is_an_error_naming_its_file():
     problem = replace(SLOW, id="corrupt_record")
     path = cache_dir() / time_limits.CACHE_SUBDIR / f"{problem.fingerprint}.json"
