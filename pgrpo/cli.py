@@ -72,6 +72,8 @@ def extract(
     problems: str | None = None,
     modes: str = "partition",
     extraction: ExtractionConfig = ExtractionConfig(),
+    temperature: float = 1.0,
+    n_eval_prompts: int = 0,
     controls: bool = False,
     out: str | None = None,
 ) -> None:
@@ -83,6 +85,8 @@ def extract(
         problems: an rl-rewardhacking JSONL file (default: the built-in problems).
         modes: loophole-mode assignment: partition, file, or one mode for all.
         extraction: pairs source, k, tau_axis, noise floor, held-out pairs.
+        temperature: the sampling temperature of the run that will use V (its logprobs are scored at it).
+        n_eval_prompts: problems the run holds out for its deployment eval; V never sees them (as in a fit).
         controls: also build each negative-control V (random, shuffled, nonhack; k matched per module) and
             print its principal-angle overlap with the real V (1 = the same subspace).
         out: also save V to this safetensors file.
@@ -93,13 +97,16 @@ def extract(
     from pgrpo.basis import load_or_extract_basis
     from pgrpo.cache import cache_dir
     from pgrpo.controls import CONTROLS, control_basis
+    from pgrpo.data import held_out
     from pgrpo.extraction import basis_overlap
     from pgrpo.models import load_model_and_tokenizer, model_id
 
     policy, tokenizer = load_model_and_tokenizer(model, dtype)
     adapter = attach_adapter(policy, DEFAULT_TARGETS)
-    load = partial(load_or_extract_basis, policy, adapter, tokenizer, load_problems(problems, modes=modes),
-                   model_id=model_id(model), cache=cache_dir() / "bases",
+    problem_set = load_problems(problems, modes=modes)
+    held = {p.id for p in held_out(problem_set, n_eval_prompts)}
+    load = partial(load_or_extract_basis, policy, adapter, tokenizer, [p for p in problem_set if p.id not in held],
+                   model_id=model_id(model), cache=cache_dir() / "bases", temperature=temperature,
                    target_key={"targets": list(DEFAULT_TARGETS), "max_rank": None, "dtype": dtype})
     basis = load(extraction)
     for key, value in sorted(basis.meta.items()):

@@ -19,12 +19,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 Scalars = dict[str, list[tuple[int, float]]]
 EVENTS = "events.out.tfevents.*"
 HACK, SOLVE = "hack/student", "solve/student"
-# (column, tag); deploy columns appear only when some run logged them (the route arm's DeploymentEval)
-# each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
+# (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
            ("null_student", "proj/cin_null_student"), ("cin_teacher", "proj/cin_teacher"),
            ("null_teacher", "proj/cin_null_teacher")]
-DEPLOY_COLUMNS = [("deploy hack", "deploy/hack"), ("deploy solve", "deploy/solve")]
+# each appears only when some run logged it: the control's overlap with the real V (logged once, at train start)
+# and the route arm's deployment eval, both read at their last value
+OPTIONAL_COLUMNS = [("control overlap", "proj/control_overlap"), ("deploy hack", "deploy/hack"),
+                    ("deploy solve", "deploy/solve")]
 
 
 def read_scalars(run_dir: str | Path) -> Scalars:
@@ -133,14 +135,13 @@ def mean_std(values: list[float]) -> str:
 def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], last: int = 5) -> str:
     """One markdown row per arm: seeds, last-`last`-step mean ± std of hack, solve, their deltas paired with
     `pairs[arm]` at the same seed, cin."""
-    columns = list(COLUMNS)
-    if any(tag in r.scalars for runs in by_arm.values() for r in runs for _, tag in DEPLOY_COLUMNS):
-        columns += DEPLOY_COLUMNS
+    logged = {tag for runs in by_arm.values() for r in runs for tag in r.scalars}
+    columns = list(COLUMNS) + [(c, tag) for c, tag in OPTIONAL_COLUMNS if tag in logged]
+    read_last = {tag for _, tag in OPTIONAL_COLUMNS}
     header = ["arm", "seeds", "hack", "solve", "Δhack", "Δsolve", *[c for c, _ in columns[2:]]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for arm, runs in by_arm.items():
-        # the deployment eval is read at its last eval (the end of training), the step curves over the last steps
-        cells = {c: mean_std(_present(tail_mean(r.scalars, tag, 1 if tag.startswith("deploy/") else last)
+        cells = {c: mean_std(_present(tail_mean(r.scalars, tag, 1 if tag in read_last else last)
                                       for r in runs)) for c, tag in columns}
         deltas = ["–", "–"]
         if pairs.get(arm) is not None:

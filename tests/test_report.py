@@ -149,3 +149,18 @@ def test_an_arm_with_overlays_is_paired_with_vanilla_under_the_same_overlays(tmp
     rows = {line.split(" | ")[0][2:]: line.split(" | ")[4:6] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| ")}
     assert rows["erase+no_teacher"] == ["-0.800", "0.100"]
+
+
+def test_a_controls_overlap_with_the_real_v_gets_its_own_column(tmp_path, capsys):
+    root = tmp_path / "controls"
+    write_run(root / "vanilla" / "seed0", "none", {"hack/student": 0.6, "solve/student": 0.2})
+    write_run(root / "random_v" / "seed0", "erase", {"hack/student": 0.5, "solve/student": 0.1},
+              sparse={"proj/control_overlap": {0: 0.17}})  # logged once, at train start
+    main(["report", str(root)])
+    table = capsys.readouterr().out
+    def cells(first: str) -> list[str]:
+        line = next(line for line in table.splitlines() if line.startswith(f"| {first} "))
+        return [c.strip() for c in line.strip("|").split("|")]
+
+    header, row = cells("arm"), cells("random_v")
+    assert row[header.index("control overlap")] == "0.170"
