@@ -21,6 +21,7 @@ from pgrpo.basis import ExtractionConfig
 from pgrpo.bench import bench
 from pgrpo.module import ProjectedGRPO
 from pgrpo.report import report
+from pgrpo.summary import RunSummary
 from pgrpo.sweep import sweep
 
 
@@ -164,6 +165,7 @@ class PGRPOCLI(LightningCLI):
         parser.add_lightning_class_args(HackMetricsLogger, "metrics")
         parser.add_lightning_class_args(CompletionSamples, "samples")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(RunSummary, "summary")
         parser.set_defaults({
             "checkpoint.every_n_train_steps": 25, "checkpoint.save_top_k": -1, "checkpoint.save_last": True,
             "trainer.log_every_n_steps": 1, "trainer.max_steps": 30, "trainer.precision": "32-true",

@@ -34,7 +34,7 @@ def fast(arm: str, logs: Path, steps: int = 4, *extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize("arm", ["vanilla", "erase", "route"])
-def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tmp_path):
+def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tmp_path, capsys):
     main(fast(arm, tmp_path))
     run = tmp_path / arm / "version_0"
     ckpts = sorted(p.name for p in (run / "checkpoints").iterdir())
@@ -49,6 +49,14 @@ def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tm
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
     assert all(k.endswith((".delta_s", ".delta_s_hack")) for k in ckpt["state_dict"])  # never the frozen base
     assert {"pgrpo_basis", "pgrpo_rng", "optimizer_states", "lr_schedulers"} <= set(ckpt)
+    # the run ends on a summary of what its own events say, where they are, and what to run next
+    out = capsys.readouterr().out
+    summary = out[out.index("pgrpo: 4 steps of the"):]
+    row = next(line for line in summary.splitlines() if line.strip().startswith("hack/student"))
+    assert row.split()[1:] == [f"{sum(v for _, v in scalars['hack/student'][:4]) / 4:.3f}"] * 2  # 4 steps < window
+    assert "hack/teacher" in summary and "solve/student" in summary and "(null " in summary
+    assert f"events: {run}" in summary and f"tensorboard --logdir {tmp_path}" in summary
+    assert ("configs/erase.yaml" if arm == "vanilla" else "configs/vanilla.yaml") in summary
 
 
 def test_unknown_config_key_is_a_clear_error(tmp_path, capsys):

@@ -1,0 +1,73 @@
+"""The few plain lines a run ends on: what moved, against what to read it, where it is, what to run next.
+
+Read back from the run's own TensorBoard events, so the summary says what `pgrpo report` and TensorBoard
+will say, never a number of its own.
+"""
+
+import time
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
+from typing_extensions import override
+
+from pgrpo.report import Scalars, read_scalars
+
+WINDOW = 5  # steps averaged at the start and at the end, as `pgrpo report` does at the end
+
+
+class RunSummary(L.Callback):
+    """At the end of a fit: hack and solve at the start and the end, cin against its null, paths, next commands."""
+
+    def __init__(self, window: int = WINDOW):
+        """
+        Args:
+            window: steps averaged at the start and at the end of the run.
+        """
+        self.window = window
+        self._start = time.perf_counter()
+
+    @override
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    @override
+    @rank_zero_only
+    def on_fit_end(self, trainer, pl_module) -> None:
+        board = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
+        if board is None:
+            return
+        board.experiment.flush()  # the events on disk are what the summary reads
+        arm = pl_module.projection.arm
+        print(summary(read_scalars(board.log_dir), Path(board.log_dir), arm, trainer.global_step,
+                      time.perf_counter() - self._start, self.window), flush=True)
+
+
+def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: float, window: int = WINDOW) -> str:
+    def mean(tag: str, at_end: bool) -> str:
+        values = [v for _, v in scalars.get(tag, [])]
+        values = values[-window:] if at_end else values[:window]
+        return f"{sum(values) / len(values):.3f}" if values else "–"
+
+    lines = [f"pgrpo: {steps} steps of the {arm!r} arm in {seconds:.0f} s ({seconds / max(steps, 1):.1f} s/step)",
+             f"  {'':16}{f'first {window}':>10}{f'last {window}':>10}"]
+    for rate in ("hack", "solve"):
+        for rows in ("student", "teacher"):
+            tag = f"{rate}/{rows}"
+            if tag in scalars:
+                lines.append(f"  {tag:16}{mean(tag, False):>10}{mean(tag, True):>10}")
+    cin = [f"{rows} {mean(f'proj/cin_{rows}', True)} (null {mean(f'proj/cin_null_{rows}', True)})"
+           for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars]
+    if cin:
+        lines.append(f"  hack-ward share of the gradient, last {window}: " + ", ".join(cin))
+    compare = "configs/erase.yaml" if arm == "none" else "configs/vanilla.yaml"
+    lines += [
+        "  hack = passed the flawed grader but failed the strict oracle; solve = the oracle accepts it",
+        f"  events: {run_dir}   checkpoints: {run_dir / 'checkpoints'}",
+        "next:",
+        f"  tensorboard --logdir {run_dir.parent.parent}",
+        f"  pgrpo fit --config {compare}      # the arm to compare with",
+        "  pgrpo sweep --name lab --arms '[vanilla, erase]' --seeds '[0, 1, 2]' && pgrpo report logs/lab",
+    ]
+    return "\n".join(lines)
