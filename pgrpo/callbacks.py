@@ -30,8 +30,7 @@ class HackMetricsLogger(L.Callback):
         if coverage is None:
             return  # no teacher pool
         # a property of the run, not of a step: once, at the step the first batch's metrics will be logged at
-        for logger in trainer.loggers:
-            logger.log_metrics({"data/pool_coverage": coverage}, step=trainer.global_step)
+        log_scalars(trainer, {"data/pool_coverage": coverage}, step=trainer.global_step)
 
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -194,11 +193,11 @@ def _eval_rates(pl_module, groups: list[PromptGroup], seed: int, zero_quarantine
             "solve": sum(g.gt_correct for g in grades) / len(grades)}
 
 
-def log_scalars(trainer, metrics: dict[str, float]) -> None:
-    """Write now, at the step of the batch just trained (where that batch's step metrics are logged).
+def log_scalars(trainer, metrics: dict[str, float], step: int | None = None) -> None:
+    """Write now, at `step` (default: the step of the batch just trained, where its step metrics are logged).
 
-    Straight to the loggers rather than through self.log, so these periodic numbers are never dropped
-    by trainer.log_every_n_steps.
+    Straight to the loggers rather than through self.log, so these numbers are never dropped by
+    trainer.log_every_n_steps nor repeated on a step that did not produce them.
     """
     for logger in trainer.loggers:
-        logger.log_metrics(metrics, step=trainer.global_step - 1)
+        logger.log_metrics(metrics, step=trainer.global_step - 1 if step is None else step)
