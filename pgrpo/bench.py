@@ -41,9 +41,10 @@ from pgrpo.projection import ProjectionConfig, project_adapter_grads
 from pgrpo.rollout import Packed, pack, sample
 
 PHASES = ("generate", "grade", "assemble", "backward", "project", "optimizer")
-ARMS = {"vanilla": "none", "erase": "erase", "route": "route", "naive": "erase"}
+ARMS = {"vanilla": "none", "erase": "erase", "route": "route", "naive": "erase", "unshared": "none"}
 TARGETS = {  # figure -> (comparison, bound), from the performance issue
     "erase_over_vanilla_step": ("<=", 1.10),
+    "vanilla_over_unshared_steps_per_s": (">=", 1.3),
     "route_over_vanilla_step": ("<=", 1.15),
     "split_over_single_backward": ("<=", 1.15),
     "adapter_over_base_generate_tokens_per_s": (">=", 0.90),
@@ -80,7 +81,8 @@ QUICK = Sizes(steps=2, rounds=1, step_batch=(2, 2, 4), repeats=1, backward=(2, 1
 def bench(model: str = "embedded", larger: bool = True, quick: bool = False, json: bool = False) -> None:
     """Measure the fast paths against their plain versions, side by side in this process, and print a table.
 
-    Training steps of vanilla, erase, route and a naive loop (one prompt at a time, unmerged generation,
+    Training steps of vanilla, erase, route, the step as it was before prompt sharing (every row its own prompt,
+    the reference forward every step) and a naive loop (one prompt at a time, unmerged generation,
     sequential grading, full log-softmax, two backward passes) alternate in one process, with the
     per-phase breakdown; then the one-backward student/teacher split against a plain backward,
     generation with the adapter (δ ≠ 0, folded) against the bare base, batched V extraction against one
@@ -242,8 +244,11 @@ def time_arm(kind: str, model: str, sizes: Sizes, root: Path) -> list[dict[str, 
     prompts, group, new_tokens = sizes.step_batch
     L.seed_everything(0, verbose=False)
     cls = NaiveGRPO if kind == "naive" else ProjectedGRPO
+    # "unshared" is the step as it was before prompt sharing: every row runs its own prompt, and the
+    # reference forward runs every step although beta = 0
+    unshared = {"share_prompts": False, "kl_every": 1} if kind == "unshared" else {}
     module = cls(model=model, projection=ProjectionConfig(arm=ARMS[kind]),
-                 generation=GenerationConfig(max_new_tokens=new_tokens))
+                 generation=GenerationConfig(max_new_tokens=new_tokens), **unshared)
     data = GRPODataModule(model=model, seed=0, group_size=group, prompts_per_step=prompts)
     timer = StepTimes()
     trainer = L.Trainer(max_steps=sizes.steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
@@ -265,6 +270,7 @@ def step_figures(model: str, sizes: Sizes) -> dict:
         "erase_over_vanilla_step": step["erase"] / step["vanilla"],
         "route_over_vanilla_step": step["route"] / step["vanilla"],
         "end_to_end_over_naive_steps_per_s": step["naive"] / step["erase"],
+        "vanilla_over_unshared_steps_per_s": step["unshared"] / step["vanilla"],
         "steps_per_s": 1 / step["erase"],
         "step_settings": dict(zip(("prompts_per_step", "group_size", "max_new_tokens"), sizes.step_batch)),
         "phases": phases,

@@ -44,6 +44,7 @@ def token_logprobs(
     chunk_size: int = 128,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    prompt_of_row: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Logprobs (B, T_c) of the last `logits_to_keep` = T_c tokens of input_ids, and optionally their entropy.
 
@@ -55,6 +56,11 @@ def token_logprobs(
     ever held, only one (B, chunk, V) block at a time. Logits are divided by the
     sampling `temperature` first, so logprobs match the sampling distribution.
     The entropy is a detached diagnostic.
+
+    prompt_of_row (B,): rows with the same value share their prompt, token for token, padding included (a
+    group's completions). Each shared prompt is then run once and its keys and values are handed to every
+    row, so a group of G rows costs one prompt forward instead of G (the prompt is most of a row's tokens).
+    The result is the same function of the weights; gradients reach the prompt through the shared pass.
     """
     batch, seq_len = input_ids.shape
     if not 0 < logits_to_keep < seq_len:
@@ -66,18 +72,26 @@ def token_logprobs(
     if getattr(model.config, "final_logit_softcapping", None) is not None:
         raise ValueError("token_logprobs does not apply final_logit_softcapping; this model needs it")
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, T)
-    # The whole model is called, keeping no logits (an empty position index), and the decoder's output is
-    # taken from a hook: the forward goes through the model's own __call__, which FSDP needs (shard_base's
-    # root all-gathers the embedding, final norm and LM head there), at the cost of an LM head on 0 rows.
-    captured = []
-    hook = model.get_decoder().register_forward_hook(lambda _m, _a, out: captured.append(out.last_hidden_state))
-    try:
-        model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False,
-              logits_to_keep=torch.zeros(0, dtype=torch.long, device=input_ids.device))
-    finally:
-        hook.remove()
-    (hidden,) = captured  # (B, T, d)
-    hidden = hidden[:, -logits_to_keep - 1 : -1]  # (B, T_c, d): position t predicts token t+1
+    split = seq_len - logits_to_keep - 1  # the prompt without its last token, which predicts the first completion token
+    if prompt_of_row is not None and split < 1:
+        raise ValueError("prompt_of_row needs prompts of at least two tokens: a one-token prompt has nothing to share")
+    if prompt_of_row is None:
+        hidden = _decoder_states(model, input_ids, attention_mask, position_ids)[:, -logits_to_keep - 1 : -1]
+    else:
+        units, row_unit = torch.unique(prompt_of_row, return_inverse=True)  # (U,), (B,)
+        first = torch.full_like(units, batch).scatter_reduce(0, row_unit, torch.arange(batch, device=units.device),
+                                                             "amin")  # (U,): each unit's first row
+        prefix = slice(None, split)
+        shared = first[row_unit]
+        if not (torch.equal(input_ids[shared, prefix], input_ids[:, prefix])
+                and torch.equal(attention_mask[shared, prefix], attention_mask[:, prefix])):
+            raise ValueError("prompt_of_row joins rows whose prompts differ")
+        past = model(input_ids=input_ids[first, prefix], attention_mask=attention_mask[first, prefix],
+                     position_ids=position_ids[first, prefix], use_cache=True, logits_to_keep=_no_logits(input_ids),
+                     ).past_key_values
+        past.batch_select_indices(row_unit.to(input_ids.device))  # every row reads its unit's keys and values
+        suffix = slice(split, -1)  # (B, T_c): the prompt's last token and the completion but its last token
+        hidden = _decoder_states(model, input_ids[:, suffix], attention_mask[:, :-1], position_ids[:, suffix], past)
     targets = input_ids[:, -logits_to_keep:]  # (B, T_c)
     head = model.get_output_embeddings()
 
@@ -100,6 +114,30 @@ def token_logprobs(
         entropies.append(entropy)
     logp = torch.cat(logps, 1)
     return logp, (torch.cat(entropies, 1) if with_entropy else None)
+
+
+def _no_logits(input_ids: Tensor) -> Tensor:
+    return torch.zeros(0, dtype=torch.long, device=input_ids.device)
+
+
+def _decoder_states(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
+                    past_key_values=None) -> Tensor:
+    """The decoder's last hidden states (B, T, d) for input_ids, with no logits computed.
+
+    The whole model is called, keeping no logits (an empty position index), and the decoder's output is
+    taken from a hook: the forward goes through the model's own __call__, which FSDP needs (shard_base's
+    root all-gathers the embedding, final norm and LM head there), at the cost of an LM head on 0 rows.
+    """
+    captured = []
+    hook = model.get_decoder().register_forward_hook(lambda _m, _a, out: captured.append(out.last_hidden_state))
+    try:
+        model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+              past_key_values=past_key_values, use_cache=past_key_values is not None,
+              logits_to_keep=_no_logits(input_ids))
+    finally:
+        hook.remove()
+    (hidden,) = captured
+    return hidden
 
 
 @dataclass

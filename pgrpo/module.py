@@ -99,14 +99,16 @@ class Rollouts:
     def tensors(self) -> dict[str, Tensor | None]:
         """What the loss needs of the batch, as plain tensors (a checkpoint mid-cycle); numbers were logged."""
         return {"input_ids": self.packed.input_ids, "attention_mask": self.packed.attention_mask,
-                "completion_mask": self.packed.completion_mask, "is_student": self.is_student,
+                "completion_mask": self.packed.completion_mask, "prompt_of_row": self.packed.prompt_of_row,
+                "is_student": self.is_student,
                 "exploited": self.exploited, "advantages": self.advantages, "rewards": self.rewards,
                 "zero_std": self.zero_std, "old_logp": self.old_logp, "ref_logp": self.ref_logp}
 
     @classmethod
     def from_tensors(cls, t: dict[str, Tensor | None], device: torch.device | str = "cpu") -> "Rollouts":
         moved = {k: v.to(device) if v is not None else None for k, v in t.items()}
-        packed = Packed(moved.pop("input_ids"), moved.pop("attention_mask"), moved.pop("completion_mask"))
+        packed = Packed(moved.pop("input_ids"), moved.pop("attention_mask"), moved.pop("completion_mask"),
+                        moved.pop("prompt_of_row", None))
         return cls(packed, stats={}, samples=[], **moved)
 
 
@@ -128,6 +130,8 @@ class ProjectedGRPO(L.LightningModule):
         grade_timeout: float = 4.0,
         logprob_chunk_size: int = 128,
         micro_batch_size: int | None = None,
+        share_prompts: bool = True,
+        kl_every: int = 10,
     ):
         """
         Args:
@@ -147,12 +151,18 @@ class ProjectedGRPO(L.LightningModule):
                 their own budget, max(floor, 5 × the problem's measured canonical runtime), capped at 60 s.
             logprob_chunk_size: sequence chunk of the memory-efficient logprob pass.
             micro_batch_size: rows per forward/backward (None: the whole step at once).
+            share_prompts: run each group's prompt once per logprob pass and hand its keys and values to the
+                group's rows (the same numbers, a fraction of the work; off on a sharded base).
+            kl_every: at beta = 0 the reference forward only serves the `kl` diagnostic, so it runs every this
+                many steps (0: never); with beta > 0 it runs every step.
         """
         super().__init__()
         if advantage_scale not in ("none", "group", "batch"):
             raise ValueError(f"model.advantage_scale={advantage_scale!r}: expected none, group or batch")
         if num_iterations < 1:
             raise ValueError(f"model.num_iterations={num_iterations}: must be >= 1")
+        if kl_every < 0:
+            raise ValueError(f"model.kl_every={kl_every}: must be >= 0")
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the knobs, not the frozen base
@@ -258,9 +268,9 @@ class ProjectedGRPO(L.LightningModule):
         lr = sched.get_last_lr()[0]
         opt.zero_grad(set_to_none=True)
         with timer("backward"):
-            loss, loss_stats, row_grads = self.split_backward(ro)  # logprobs with grad → loss → one split backward
+            loss, loss_stats, grads = self.split_backward(ro)  # logprobs with grad → loss → one split backward
         with timer("project"):
-            proj = self.project_grads(row_grads, ro)
+            proj = self.project_grads(grads, ro)
         with timer("optimizer"):
             grad_norm = self.clip_knob_grads()
             if self.projection.purge_adam_moments:
@@ -299,7 +309,7 @@ class ProjectedGRPO(L.LightningModule):
     def assemble(self, groups: list[PromptGroup], students: Samples, grades: list[GradeResult]) -> Rollouts:
         """Each group: its G_s graded student rows then its G_t cached teacher rows, packed, with advantages."""
         n_s = groups[0].n_student
-        rows_prompt, rows_completion, is_student, exploited, rewards = [], [], [], [], []
+        rows_prompt, rows_completion, is_student, exploited, rewards, shared = [], [], [], [], [], []
         eos = self.tokenizer.eos_token_id
         for i, grp in enumerate(groups):
             group_rewards = []
@@ -307,27 +317,34 @@ class ProjectedGRPO(L.LightningModule):
                 rows_prompt.append(students.prompt_ids[j])
                 rows_completion.append(students.completions[j])
                 is_student.append(True)
+                shared.append(2 * i)
                 exploited.append(grades[j].exploited)
                 group_rewards.append(grades[j].reward)
             for row in grp.teacher:
                 rows_prompt.append(students.prompt_ids[i * n_s])
                 rows_completion.append(self.tokenizer(row.completion, add_special_tokens=False)["input_ids"] + [eos])
                 is_student.append(False)
+                shared.append(2 * i + 1)  # its own unit: the split into student and teacher gradients stays exact
                 exploited.append(row.exploited)
                 group_rewards.append(row.reward)  # as stored when the pool was built, never re-graded
             rewards.append(group_rewards)
         rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
         advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale)
         packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
-        packed = Packed(*(t.to(self.device) for t in (packed.input_ids, packed.attention_mask, packed.completion_mask)))
-        old_logp = None
+        # a sharded base must run the same forwards on every rank, so its rows keep their own prompts
+        share = self.hparams.share_prompts and not base_is_sharded(self.adapter) and min(map(len, rows_prompt)) > 1
+        packed = Packed(packed.input_ids.to(self.device), packed.attention_mask.to(self.device),
+                        packed.completion_mask.to(self.device),
+                        torch.tensor(shared, device=self.device) if share else None)
+        old_logp = ref_logp = None
+        kl_every = self.hparams.kl_every
         with torch.no_grad():
             if self.hparams.num_iterations > 1:
                 old_logp = self.logprobs(packed)  # π_old: the sampling policy, before any update on this batch
-            # the free reference model: same weights with the knobs at zero (merged: base-model speed);
-            # measured even at beta = 0 so that `kl` shows how far the policy has drifted
-            with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
-                ref_logp = self.logprobs(packed)
+            if self.loss_cfg.beta > 0 or (kl_every and self.global_step % kl_every == 0):
+                # the free reference model: same weights with the knobs at zero (merged: base-model speed)
+                with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
+                    ref_logp = self.logprobs(packed)
         stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std)
         samples = [
             {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
@@ -340,7 +357,8 @@ class ProjectedGRPO(L.LightningModule):
 
     def logprobs(self, packed: Packed, with_entropy: bool = False):
         logp, entropy = token_logprobs(self.policy, packed.input_ids, packed.attention_mask, packed.completion_len,
-                                       self.hparams.logprob_chunk_size, self.generation.temperature, with_entropy)
+                                       self.hparams.logprob_chunk_size, self.generation.temperature, with_entropy,
+                                       packed.prompt_of_row)
         return (logp, entropy) if with_entropy else logp
 
     def split_backward(self, ro: Rollouts):
@@ -355,10 +373,15 @@ class ProjectedGRPO(L.LightningModule):
         # run different numbers of micro-batches, or none (all groups zero-variance), without hanging each other.
         no_sync = getattr(self.trainer.strategy, "block_backward_sync", nullcontext)
         self._pad_sharded_passes(ro, -(-len(index) // chunk))
+        prompt_parts_student = []  # per micro-batch with shared prompts: whether each shared prompt is a student's
         with capture_row_grads(self.adapter) as captured, no_sync():
             for start in range(0, len(index), chunk):
                 rows = index[start : start + chunk]
                 packed = ro.packed.rows(rows)
+                if packed.prompt_of_row is not None:  # its shared prompts' forward comes first, one row per prompt
+                    units, row_unit = torch.unique(packed.prompt_of_row, return_inverse=True)
+                    prompt_parts_student.append(
+                        torch.zeros_like(units, dtype=torch.bool).scatter(0, row_unit, ro.is_student[rows]))
                 logp, entropy = self.logprobs(packed, with_entropy=True)
                 stats_sum["entropy"] = stats_sum.get("entropy", 0.0) + float(
                     (entropy * packed.completion_mask).sum() / packed.completion_mask.sum()) * len(rows)
@@ -376,9 +399,9 @@ class ProjectedGRPO(L.LightningModule):
                 for k, v in stats.items():
                     stats_sum[k] = stats_sum.get(k, 0.0) + float(v) * len(rows)
         all_reduce_knob_grads(self.adapter)  # the global batch's gradient, the same on every rank
-        per_row = _scatter_rows(captured.per_row, index, len(live))
+        grads = StepGrads.from_forwards(captured.per_row, index, len(live), prompt_parts_student, chunk)
         stats = {k: v / max(1, len(index)) for k, v in stats_sum.items()}
-        return float(loss_sum), stats, per_row
+        return float(loss_sum), stats, grads
 
     def _pad_sharded_passes(self, ro: Rollouts, n_passes: int) -> None:
         """On a sharded base, run idle forward/backward passes until this rank has run as many as the busiest.
@@ -394,19 +417,18 @@ class ProjectedGRPO(L.LightningModule):
         for _ in range(int(most.item()) - n_passes):
             self.manual_backward(self.logprobs(ro.packed.rows(torch.arange(1, device=self.device))).sum() * 0)
 
-    def project_grads(self, per_row: dict[str, Tensor], ro: Rollouts) -> dict[str, float]:
+    def project_grads(self, grads: "StepGrads", ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
-        # per_row holds every module (all-zero rows on a rank without live rows), so under DDP every rank
+        # grads holds every module (all-zero rows on a rank without live rows), so under DDP every rank
         # all-reduces the same list
-        g_student = {n: rows[ro.is_student].sum(0) for n, rows in per_row.items()}
-        g_teacher = {n: rows[~ro.is_student].sum(0) for n, rows in per_row.items()}
+        g_student, g_teacher = grads.split(ro.is_student)
         all_reduce_mean_([*g_student.values(), *g_teacher.values()])  # under DDP: the split of the global gradient
         # with target=update the gradient is only measured here; the update is projected after the step
         cfg = replace(self.projection, arm="none") if self.projection.target == "update" else self.projection
         diag = project_adapter_grads(self.adapter, self.basis, cfg, g_student, g_teacher)
         stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
-        return stats | rollout_overlap_stats(rollout_hack_fraction(per_row, self.basis), ro)
+        return stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
 
     def project_knob_update(self, before: dict[str, Tensor]) -> dict[str, float]:
         """proj/cout_update: the hack-ward fraction of the parameter change the optimizer actually made."""
@@ -507,14 +529,53 @@ def _mean(values) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _scatter_rows(per_row: dict[str, Tensor], index: Tensor, n_rows: int) -> dict[str, Tensor]:
-    """Per-row gradients of the live rows placed back at their batch positions (skipped rows are zero)."""
-    out = {}
-    for name, rows in per_row.items():
-        full = rows.new_zeros(n_rows, rows.shape[1])
-        full[index.to(rows.device)] = rows
-        out[name] = full
-    return out
+@dataclass
+class StepGrads:
+    """One step's knob gradient, taken apart by where it came from (the rows sum to delta_s.grad).
+
+    With shared prompts (`share_prompts`) a prompt's forward serves all its group's rows of one role, so
+    the gradient that reaches the knobs through the prompt is that unit's, not any one row's: a row's own
+    part is then what reaches the knobs through its completion's tokens, and each shared prompt's part
+    stands beside the rows. The student / teacher split stays exact (no prompt is shared across roles).
+    """
+
+    rows: dict[str, Tensor]  # (B, r) per module: each row's own part; skipped rows are zero
+    prompts: dict[str, Tensor]  # (U, r) per module: each shared prompt's part (U = 0 without sharing)
+    prompt_is_student: Tensor  # (U,) bool
+
+    @classmethod
+    def from_forwards(cls, per_forward_row: dict[str, Tensor], index: Tensor, n_rows: int,
+                      prompt_parts_student: list[Tensor], chunk: int) -> "StepGrads":
+        """Captured rows in forward order — per micro-batch of `chunk` live rows (`index`), its shared prompts
+        (if any) then its rows — sorted back into rows at their batch positions and prompts."""
+        rows, prompts = {}, {}
+        for name, captured in per_forward_row.items():
+            row_parts, prompt_parts, at = [], [], 0
+            for i, start in enumerate(range(0, len(index), chunk)):
+                n_units = len(prompt_parts_student[i]) if prompt_parts_student else 0
+                n = len(index[start : start + chunk])
+                prompt_parts.append(captured[at : at + n_units])
+                row_parts.append(captured[at + n_units : at + n_units + n])
+                at += n_units + n
+            if at != len(captured):
+                raise RuntimeError(f"{name}: {len(captured)} captured rows, {at} expected from the micro-batches")
+            full = captured.new_zeros(n_rows, captured.shape[1])
+            if row_parts:
+                full[index.to(captured.device)] = torch.cat(row_parts)
+            rows[name] = full
+            prompts[name] = torch.cat(prompt_parts) if prompt_parts else captured.new_zeros(0, captured.shape[1])
+        device = next(iter(rows.values())).device if rows else index.device
+        flags = torch.cat(prompt_parts_student) if prompt_parts_student else torch.zeros(0, dtype=torch.bool)
+        return cls(rows, prompts, flags.to(device))
+
+    def split(self, is_student: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """(g_student, g_teacher) per module: (r,) sums of the student and of the teacher parts."""
+        student = is_student.to(torch.bool)
+        g_student = {n: r[student.to(r.device)].sum(0) + self.prompts[n][self.prompt_is_student].sum(0)
+                     for n, r in self.rows.items()}
+        g_teacher = {n: r[~student.to(r.device)].sum(0) + self.prompts[n][~self.prompt_is_student].sum(0)
+                     for n, r in self.rows.items()}
+        return g_student, g_teacher
 
 
 class _Timer:

@@ -16,13 +16,15 @@ class Packed:
     input_ids: Tensor  # (B, T_p + T_c)
     attention_mask: Tensor  # (B, T_p + T_c)
     completion_mask: Tensor  # (B, T_c): real completion tokens, EOS included, padding excluded
+    prompt_of_row: Tensor | None = None  # (B,): rows with one value share their prompt's forward (token_logprobs)
 
     @property
     def completion_len(self) -> int:
         return self.completion_mask.shape[1]
 
     def rows(self, index: Tensor) -> "Packed":
-        return Packed(self.input_ids[index], self.attention_mask[index], self.completion_mask[index])
+        shared = self.prompt_of_row[index] if self.prompt_of_row is not None else None
+        return Packed(self.input_ids[index], self.attention_mask[index], self.completion_mask[index], shared)
 
 
 def encode_prompts(tokenizer, prompts: list[str]) -> list[list[int]]:

@@ -18,7 +18,7 @@ def test_quick_bench_prints_every_figure_the_issue_names_and_a_json_line(capsys:
     assert figures["split_sum_vs_plain_grad_max_rel_diff"] < 1e-4
     assert figures["extraction_batched_vs_loop_max_rel_diff"] < 1e-3
     # every arm's step was broken down into its phases, the projection measured where it runs
-    for arm in ("vanilla", "erase", "route", "naive"):
+    for arm in ("vanilla", "erase", "route", "naive", "unshared"):
         assert figures["phases"][arm]["step"] > 0
     assert figures["phases"]["erase"]["project"] > 0
     # U and Vh of a square Linear at full rank take twice its weight; truncating to r keeps 2r/d of it

@@ -71,9 +71,9 @@ class ScriptedGRPO(ProjectedGRPO):
                     timed_out=False, error=None))
         return grades
 
-    def project_grads(self, per_row, ro):
+    def project_grads(self, step_grads, ro):
         grads = {n: m.delta_s.grad.clone() for n, m in self.adapter.items() if m.delta_s.grad is not None}
-        stats = super().project_grads(per_row, ro)
+        stats = super().project_grads(step_grads, ro)
         self.seen.append({"grads": grads, "cin_student": stats.get("proj/cin_student"),
                           "live_groups": int((~ro.zero_std).sum())})
         return stats

@@ -86,6 +86,36 @@ def test_chunked_logprobs_gradient_equals_naive():
     torch.testing.assert_close(chunked_grad, model.lm_head.weight.grad, rtol=1e-4, atol=1e-6)
 
 
+def test_shared_prompt_logprobs_and_gradient_equal_each_row_running_its_own_prompt():
+    model = tiny_model()
+    for param in model.parameters():
+        param.requires_grad_(True)
+    g = torch.Generator().manual_seed(3)
+    prompts = torch.randint(1, 64, (2, 6), generator=g)  # two prompts, the first left-padded by 2
+    ids = torch.cat([prompts.repeat_interleave(3, 0), torch.randint(1, 64, (6, 5), generator=g)], 1)  # (6, 11)
+    mask = torch.ones_like(ids)
+    mask[:3, :2] = 0
+    mask[1, -3:] = 0  # a short completion, right-padded
+    weights = torch.randn(6, 5, generator=g)
+    grads = []
+    for shared in (None, torch.tensor([0, 0, 0, 1, 1, 1])):
+        model.zero_grad()
+        logp, _ = token_logprobs(model, ids, mask, logits_to_keep=5, chunk_size=2, prompt_of_row=shared)
+        (logp * weights * mask[:, -5:]).sum().backward()
+        grads.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
+    (flat_logp, flat_grads), (shared_logp, shared_grads) = grads
+    torch.testing.assert_close(shared_logp * mask[:, -5:], flat_logp * mask[:, -5:], rtol=1e-5, atol=1e-5)
+    for flat, shared in zip(flat_grads, shared_grads):
+        torch.testing.assert_close(shared, flat, rtol=1e-4, atol=1e-6)
+
+
+def test_sharing_a_prompt_between_rows_whose_prompts_differ_is_refused():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    with pytest.raises(ValueError, match="prompts differ"):
+        token_logprobs(model, ids, mask, logits_to_keep=5, prompt_of_row=torch.zeros(3, dtype=torch.long))
+
+
 def test_logprobs_use_temperature_and_reject_bad_keep():
     model = tiny_model()
     ids, mask = padded_batch()

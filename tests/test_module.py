@@ -25,42 +25,76 @@ def grpo():
     return module
 
 
-def rollouts(rewards: list[list[float]], n_student: int) -> Rollouts:
-    """A packed batch of random tokens: groups of len(rewards[0]) rows, the first n_student are student rows."""
+def rollouts(rewards: list[list[float]], n_student: int, shared: bool | None = None) -> Rollouts:
+    """A packed batch of random tokens: groups of len(rewards[0]) rows, the first n_student are student rows.
+
+    shared None: every row its own prompt; False: a group's rows ask one prompt, each row running it;
+    True: the same rows, each group's student rows and teacher rows sharing their prompt's forward.
+    """
     from pgrpo.loss import group_advantages
 
     g = torch.Generator().manual_seed(0)
-    n_rows = len(rewards) * len(rewards[0])
+    size = len(rewards[0])
+    n_rows = len(rewards) * size
     prompts = [torch.randint(3, 500, (5 + i % 3,), generator=g).tolist() for i in range(n_rows)]
+    if shared is not None:
+        prompts = [prompts[i - i % size] for i in range(n_rows)]
     completions = [torch.randint(3, 500, (4 + i % 5,), generator=g).tolist() for i in range(n_rows)]
     rewards_t = torch.tensor(rewards)
     adv, zero_std = group_advantages(rewards_t)
-    is_student = torch.tensor([j < n_student for _ in rewards for j in range(len(rewards[0]))])
+    is_student = torch.tensor([j < n_student for _ in rewards for j in range(size)])
     exploited = torch.tensor([r == 1.25 for group in rewards for r in group])
-    return Rollouts(pack(prompts, completions, 0), is_student, exploited, adv.flatten(), rewards_t, zero_std, None, None,
-                    {}, [])
+    packed = pack(prompts, completions, 0)
+    if shared:
+        packed.prompt_of_row = torch.arange(n_rows) // size * 2 + ~is_student
+    return Rollouts(packed, is_student, exploited, adv.flatten(), rewards_t, zero_std, None, None, {}, [])
 
 
 def test_student_and_teacher_gradients_sum_to_the_full_batch_gradient(grpo):
     ro = rollouts([[1.0, 0.0, 0.25, 1.25], [0.25, 1.25, 0.0, 0.0]], n_student=3)
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    _, _, per_row = grpo.split_backward(ro)
+    _, _, grads = grpo.split_backward(ro)
+    g_student, g_teacher = grads.split(ro.is_student)
     for name, m in grpo.adapter.items():
-        g_s = per_row[name][ro.is_student].sum(0)
-        g_t = per_row[name][~ro.is_student].sum(0)
+        g_s, g_t = g_student[name], g_teacher[name]
         torch.testing.assert_close(g_s + g_t, m.delta_s.grad, rtol=1e-5, atol=1e-7)
         assert g_t.abs().sum() > 0 and g_s.abs().sum() > 0
+
+
+@pytest.mark.parametrize("micro_batch_size", [None, 3])
+def test_shared_prompts_give_the_same_gradient_and_the_same_student_teacher_split(grpo, monkeypatch,
+                                                                                 micro_batch_size):
+    monkeypatch.setitem(grpo.hparams, "micro_batch_size", micro_batch_size)  # 3: a group spans two micro-batches
+    for m in grpo.adapter.values():
+        m.delta_s.data.normal_(0, 0.05, generator=torch.Generator().manual_seed(1))
+    results = []
+    for shared in (False, True):
+        for m in grpo.adapter.values():
+            m.delta_s.grad = None
+        ro = rollouts([[1.0, 0.0, 0.25, 1.25], [0.25, 1.25, 0.0, 0.0]], n_student=3, shared=shared)
+        loss, _, grads = grpo.split_backward(ro)
+        results.append((loss, {n: m.delta_s.grad.clone() for n, m in grpo.adapter.items()}, grads.split(ro.is_student),
+                        grads))
+    for m in grpo.adapter.values():
+        m.delta_s.data.zero_()
+    (loss_flat, grad_flat, (s_flat, t_flat), _), (loss_shared, grad_shared, (s_shared, t_shared), grads) = results
+    assert loss_shared == pytest.approx(loss_flat, rel=1e-5)
+    assert len(next(iter(grads.prompts.values()))) >= 4  # two groups × (student, teacher): the prompts ran shared
+    for name in grad_flat:
+        torch.testing.assert_close(grad_shared[name], grad_flat[name], rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(s_shared[name], s_flat[name], rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(t_shared[name], t_flat[name], rtol=1e-4, atol=1e-7)
 
 
 def test_zero_variance_groups_are_skipped(grpo):
     ro = rollouts([[1.0, 1.0, 1.0, 1.0], [0.0, 1.25, 0.0, 0.0]], n_student=3)
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    _, _, per_row = grpo.split_backward(ro)
-    name = next(iter(per_row))
-    assert per_row[name][:4].abs().sum() == 0  # the flat group contributed nothing
-    assert per_row[name][4:].abs().sum() > 0
+    _, _, grads = grpo.split_backward(ro)
+    name = next(iter(grads.rows))
+    assert grads.rows[name][:4].abs().sum() == 0  # the flat group contributed nothing
+    assert grads.rows[name][4:].abs().sum() > 0
     assert ro.zero_std.tolist() == [True, False]
 
 
@@ -68,9 +102,9 @@ def test_all_flat_groups_backpropagate_nothing_and_projection_is_skipped(grpo):
     ro = rollouts([[0.25, 0.25, 0.25, 0.25]], n_student=4)
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    loss, _, per_row = grpo.split_backward(ro)
+    loss, _, grads = grpo.split_backward(ro)
     assert loss == 0.0 and all(m.delta_s.grad is None for m in grpo.adapter.values())
-    assert grpo.project_grads(per_row, ro) == {}
+    assert grpo.project_grads(grads, ro) == {}
 
 
 def test_non_finite_loss_stops_the_run_naming_the_step(grpo, monkeypatch):
