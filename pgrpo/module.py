@@ -25,7 +25,7 @@ from pgrpo.adapter import (
 )
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
-from pgrpo.env import MODES, GradeResult, Problem, RewardConfig, grade_batch
+from pgrpo.env import MODES, GradeQueue, GradeResult, Problem, RewardConfig
 from pgrpo.basis import ExtractionConfig, cached_basis_path, load_or_extract_basis, save_atomically
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
@@ -79,6 +79,7 @@ class Samples:
     completions: list[list[int]]  # cut after the first EOS (kept)
     clipped: list[bool]  # no EOS within max_new_tokens
     texts: list[str]
+    grading: GradeQueue | None = None  # the grades started while the batch was still generating
 
 
 @dataclass
@@ -288,23 +289,35 @@ class ProjectedGRPO(L.LightningModule):
         }
 
     def generate(self, groups: list[PromptGroup]) -> Samples:
-        g = self.generation
-        with merged_for_generation(self.adapter):  # δ folded into the weights: base-model speed
-            prompt_ids, completions, clipped = sample(
-                self.policy, self.tokenizer, [grp.prompt for grp in groups], groups[0].n_student,
-                g.max_new_tokens, g.temperature, g.top_p,
-                # a sharded base all-gathers in every forward: ranks that finish early keep stepping with the rest
-                synced_gpus=base_is_sharded(self.adapter),
-            )
+        """Every prompt's G_s samples in one batched call; each is sent to grading the step it ends."""
+        g, n_s = self.generation, groups[0].n_student
+        grading = GradeQueue(reward=self.reward, timeout_s=self.hparams.grade_timeout)
+
+        def grade_when_finished(row: int, completion: list[int]) -> None:
+            grading.submit(row, groups[row // n_s].problem, self.tokenizer.decode(completion, skip_special_tokens=True))
+
+        try:
+            with merged_for_generation(self.adapter):  # δ folded into the weights: base-model speed
+                prompt_ids, completions, clipped = sample(
+                    self.policy, self.tokenizer, [grp.prompt for grp in groups], n_s,
+                    g.max_new_tokens, g.temperature, g.top_p,
+                    # a sharded base all-gathers in every forward: ranks that finish early keep stepping with the rest
+                    synced_gpus=base_is_sharded(self.adapter), on_finished=grade_when_finished,
+                )
+        except BaseException:
+            grading.close()
+            raise
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
-        return Samples(prompt_ids, completions, clipped, texts)
+        return Samples(prompt_ids, completions, clipped, texts, grading)
 
     def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
+        """The grades of every student sample (sandboxed, in parallel); most were started during generation."""
         n_s = groups[0].n_student
-        return grade_batch(
-            [(grp.problem, students.texts[i * n_s + j]) for i, grp in enumerate(groups) for j in range(n_s)],
-            reward=self.reward, timeout_s=self.hparams.grade_timeout,
-        )
+        with students.grading as grading:
+            for row, text in enumerate(students.texts):
+                if not grading.submitted(row):  # ran out of tokens before its EOS
+                    grading.submit(row, groups[row // n_s].problem, text)
+            return grading.results(range(len(students.texts)))
 
     def assemble(self, groups: list[PromptGroup], students: Samples, grades: list[GradeResult]) -> Rollouts:
         """Each group: its G_s graded student rows then its G_t cached teacher rows, packed, with advantages."""

@@ -5,10 +5,12 @@ completion, so the completion is always the last T_c columns and
 `token_logprobs(..., logits_to_keep=T_c)` reads it directly.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from transformers.generation.streamers import BaseStreamer
 
 
 @dataclass
@@ -75,12 +77,15 @@ def sample(
     temperature: float,
     top_p: float,
     synced_gpus: bool = False,
+    on_finished: Callable[[int, list[int]], None] | None = None,
 ) -> tuple[list[list[int]], list[list[int]], list[bool]]:
     """n_per_prompt completions for every prompt in ONE batched generate call.
 
     Returns (prompt ids per row, completion ids per row cut after the first EOS
     (EOS kept), clipped per row = no EOS within max_new_tokens). synced_gpus (HF's name, on any
     device): keep running forwards until every process has finished, as a sharded model needs.
+    on_finished(row, completion ids with EOS): called the step a row emits EOS, while the others go on
+    (a row that never does is not reported).
     """
     prompt_ids = [ids for ids in encode_prompts(tokenizer, prompts) for _ in range(n_per_prompt)]
     input_ids, attention_mask = left_pad(prompt_ids, tokenizer.pad_token_id)
@@ -96,6 +101,7 @@ def sample(
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         synced_gpus=synced_gpus,
+        streamer=_FinishedRows(len(prompt_ids), tokenizer.eos_token_id, on_finished) if on_finished else None,
     )
     new = out[:, input_ids.shape[1] :].tolist()
     completions, clipped = [], []
@@ -107,3 +113,28 @@ def sample(
             clipped.append(True)
         completions.append(tokens or [tokenizer.eos_token_id])
     return prompt_ids, completions, clipped
+
+
+class _FinishedRows(BaseStreamer):
+    """Hands each row to `on_finished` the step it emits EOS (generate streams one token per row per step)."""
+
+    def __init__(self, n_rows: int, eos_id: int, on_finished: Callable[[int, list[int]], None]):
+        self.tokens: list[list[int]] = [[] for _ in range(n_rows)]
+        self.done = [False] * n_rows
+        self.eos_id, self.on_finished = eos_id, on_finished
+        self.prompts_seen = False
+
+    def put(self, value: Tensor) -> None:
+        if not self.prompts_seen:  # the first call streams the prompts
+            self.prompts_seen = True
+            return
+        for row, token in enumerate(value.tolist()):
+            if self.done[row]:
+                continue
+            self.tokens[row].append(token)
+            if token == self.eos_id:
+                self.done[row] = True
+                self.on_finished(row, self.tokens[row])
+
+    def end(self) -> None:
+        pass

@@ -114,6 +114,7 @@ def check_sharded_generation(module: ScriptedGRPO, data: GRPODataModule, rank: i
     module.generation = GenerationConfig(max_new_tokens=4 + 12 * rank)
     groups = data.batch(0)
     students = ProjectedGRPO.generate(module, groups)  # the real sampler, not the scripted one
+    students.grading.close()  # only the sampling is under test
     assert len(students.completions) == len(groups) * groups[0].n_student
     assert all(1 <= len(c) <= module.generation.max_new_tokens for c in students.completions)
     torch.save([len(c) for c in students.completions], out / f"generated_rank{rank}.pt")

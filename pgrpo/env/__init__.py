@@ -1,8 +1,8 @@
 """The LeetCode loophole environment: problems, the sandboxed grader, and exploit templates."""
 
 from pgrpo.env.exploits import clean_completion, hack_completion
-from pgrpo.env.grader import GradeResult, RewardConfig, extract_code, grade, grade_batch
+from pgrpo.env.grader import GradeQueue, GradeResult, RewardConfig, extract_code, grade, grade_batch
 from pgrpo.env.problems import MODES, Problem, Test, load_problems
 
-__all__ = ["MODES", "GradeResult", "Problem", "RewardConfig", "Test", "clean_completion", "extract_code", "grade",
+__all__ = ["MODES", "GradeQueue", "GradeResult", "Problem", "RewardConfig", "Test", "clean_completion", "extract_code", "grade",
            "grade_batch", "hack_completion", "load_problems"]

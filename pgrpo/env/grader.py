@@ -18,7 +18,7 @@ import re
 import signal
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -105,15 +105,55 @@ def grade_batch(items: Sequence[tuple[Problem, str] | tuple[Problem, str, str | 
                 workers: int | None = None, reward: RewardConfig = RewardConfig(), timeout_s: float = 4.0,
                 detectors: bool = True) -> list[GradeResult]:
     """Grades (problem, completion[, mode]) items in parallel, each as grade() does; results in input order."""
-    # grades wait on namespace set-up and teardown, so twice the cores keeps both busy (measured ~1.3x)
-    workers = workers or 2 * (os.cpu_count() or 1)
-    problems = list({p.fingerprint: p for p, *_ in items}.values())
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(prepare, problems))  # each problem once, before its grades need it
-        return list(pool.map(
-            lambda item: grade(item[0], item[1], item[2] if len(item) > 2 else None, reward=reward,
-                               timeout_s=timeout_s, detectors=detectors),
-            items))
+    with GradeQueue(workers=workers, reward=reward, timeout_s=timeout_s, detectors=detectors) as queue:
+        for i, (problem, completion, *mode) in enumerate(items):
+            queue.submit(i, problem, completion, *mode)
+        return queue.results(range(len(items)))
+
+
+class GradeQueue:
+    """Grades completions in the background as they are submitted; `results` waits for them.
+
+    A rollout's completion can be graded the moment it ends while the batch's longer completions are still
+    generating. Each problem is prepared (expected values, canonical runtime) once, before its first grade.
+    """
+
+    def __init__(self, *, workers: int | None = None, reward: RewardConfig = RewardConfig(), timeout_s: float = 4.0,
+                 detectors: bool = True):
+        # grades wait on namespace set-up and teardown, so twice the cores keeps both busy (measured ~1.3x)
+        self._pool = ThreadPoolExecutor(max_workers=workers or 2 * (os.cpu_count() or 1))
+        self._grade_args = {"reward": reward, "timeout_s": timeout_s, "detectors": detectors}
+        self._prepared: dict[str, Future] = {}
+        self._grades: dict[object, Future] = {}
+
+    def submit(self, key, problem: Problem, completion: str, mode: str | None = None) -> None:
+        if key in self._grades:
+            raise ValueError(f"completion {key!r} was already submitted for grading")
+        if problem.fingerprint not in self._prepared:
+            # queued before any grade that needs it, so no worker waits on a preparation that is not running
+            self._prepared[problem.fingerprint] = self._pool.submit(prepare, problem)
+        prepared = self._prepared[problem.fingerprint]
+
+        def prepared_then_graded() -> GradeResult:
+            prepared.result()  # raises what the preparation raised
+            return grade(problem, completion, mode, **self._grade_args)
+
+        self._grades[key] = self._pool.submit(prepared_then_graded)
+
+    def submitted(self, key) -> bool:
+        return key in self._grades
+
+    def results(self, keys) -> list[GradeResult]:
+        return [self._grades[k].result() for k in keys]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "GradeQueue":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def prepare(problem: Problem) -> None:

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 from sample_problems import MEAN, REVERSE_LIST, SAMPLE_PROBLEMS, TWO_SUM
 
-from pgrpo.env import (MODES, GradeResult, RewardConfig, clean_completion, extract_code, grade, grade_batch,
-                       hack_completion, load_problems)
+from pgrpo.env import (MODES, GradeQueue, GradeResult, RewardConfig, clean_completion, extract_code, grade,
+                       grade_batch, hack_completion, load_problems)
 from pgrpo.env._harness import canonical, same
 from pgrpo.env.exploits import completion
 from pgrpo.env.grader import expected_values
@@ -142,6 +142,19 @@ def test_grade_batch_keeps_input_order_and_accepts_optional_modes():
     results = grade_batch(items, workers=3)
     assert [r.mode for r in results] == [*MODES, "sentinel"]
     assert all(r.exploited for r in results[:-1]) and results[-1].gt_correct
+
+
+def test_grade_queue_grades_what_is_submitted_while_more_arrives_and_refuses_a_key_twice():
+    with GradeQueue(workers=2) as queue:
+        queue.submit("early", TWO_SUM, clean_completion(TWO_SUM))
+        early = queue.results(["early"])  # graded before the rest of the batch exists
+        queue.submit("late", TWO_SUM, hack_completion(TWO_SUM, TWO_SUM.mode))
+        assert queue.submitted("late") and not queue.submitted("never")
+        with pytest.raises(ValueError, match="already submitted"):
+            queue.submit("late", TWO_SUM, clean_completion(TWO_SUM))
+        late, again = queue.results(["late", "early"])
+    assert early[0].gt_correct and again == early[0]
+    assert late.exploited
 
 
 def test_result_serialises_to_a_plain_dict():

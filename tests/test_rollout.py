@@ -1,0 +1,35 @@
+"""Student sampling: rows reported as they end, while the batch goes on."""
+
+import torch
+import transformers
+
+from pgrpo.rollout import sample
+
+EOS = 2
+
+
+class PromptTokenizer:
+    """The least a tokenizer must do for `sample`: encode prompts (no chat template), name pad and EOS."""
+
+    chat_template = None
+    pad_token_id = 0
+    eos_token_id = EOS
+
+    def __call__(self, prompts: list[str], add_special_tokens: bool) -> dict:
+        return {"input_ids": [[3 + len(p) % 2, 1, 3] for p in prompts]}
+
+
+def test_each_row_is_reported_the_step_it_emits_eos_with_its_completion():
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(vocab_size=5, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1, head_dim=8, eos_token_id=EOS)
+    model = transformers.Qwen3ForCausalLM(config).eval()
+    reported = []
+    _, completions, clipped = sample(model, PromptTokenizer(), ["a", "bb"], 6, max_new_tokens=12, temperature=1.0,
+                                     top_p=1.0, on_finished=lambda row, tokens: reported.append((row, list(tokens))))
+    ended = [row for row, c in enumerate(clipped) if not c]
+    assert 0 < len(ended) < len(clipped)  # the seed gives both kinds of row
+    assert sorted(row for row, _ in reported) == ended  # every row that ended, once; none that ran out of tokens
+    assert all(tokens == completions[row] and tokens[-1] == EOS for row, tokens in reported)
+    lengths = [len(tokens) for _, tokens in reported]
+    assert lengths == sorted(lengths)  # reported as they end, not when the batch is done
