@@ -1,0 +1,134 @@
+"""configs/: one truth per setting. Each arm builds on a base (`config: embedded.yaml`) and states only what differs.
+
+jsonargparse reads a `config:` key inside a YAML file as "load that file first"; the keys after it are set
+at their dotted path, replacing what is there: `model.projection.arm: erase` changes one knob, while a
+nested `model: {...}` would replace the base's whole model group. The tests below hold the configs to that
+reading: every config resolves to its files merged so, no arm replaces a base group it meant to extend,
+and no arm repeats a value its base already states.
+"""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pgrpo.cli import main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+ALL = sorted(p.name for p in CONFIGS.glob("*.yaml"))
+# the roots every runnable config builds on: the embedded family's shared base and the Qwen3-4B one-GPU run
+ROOTS = {"embedded.yaml", "qwen3_4b_gpu.yaml"}
+
+
+def own(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def base_of(path: Path) -> Path | None:
+    base = own(path).get("config")
+    return (path.parent / base).resolve() if base else None
+
+
+def get(tree: dict, dotted: str):
+    for key in dotted.split("."):
+        if not isinstance(tree, dict) or key not in tree:
+            return None
+        tree = tree[key]
+    return tree
+
+
+def put(tree: dict, dotted: str, value) -> None:
+    *groups, leaf = dotted.split(".")
+    for key in groups:
+        if not isinstance(tree.get(key), dict):
+            tree[key] = {}
+        tree = tree[key]
+    tree[leaf] = value
+
+
+def merged(path: Path) -> dict:
+    """A config's settings as jsonargparse reads them: its base's, then each of its keys set at its dotted path."""
+    base = base_of(path)
+    tree = merged(base) if base else {}
+    for key, value in own(path).items():
+        if key != "config":
+            put(tree, key, copy.deepcopy(value))
+    return tree
+
+
+def contains(resolved, stated) -> bool:
+    """Every value `stated` names is in `resolved` (which also holds every default)."""
+    if isinstance(stated, dict):
+        return isinstance(resolved, dict) and all(k in resolved and contains(resolved[k], v) for k, v in stated.items())
+    if isinstance(stated, list):
+        return isinstance(resolved, list) and len(resolved) == len(stated) and all(map(contains, resolved, stated))
+    return resolved == stated
+
+
+@pytest.mark.parametrize("config", ALL)
+def test_every_config_resolves_to_its_files_merged(config, capsys):
+    # the GPU and multi-process configs cannot run here; their keys and values must still be valid
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--config", str(CONFIGS / config), "--print_config"])
+    assert exit_.value.code in (None, 0)
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert "projection" in resolved["model"]
+    assert contains(resolved, merged(CONFIGS / config)), f"{config} does not resolve to its files merged"
+
+
+@pytest.mark.parametrize("config", [c for c in ALL if base_of(CONFIGS / c)])
+def test_an_arm_states_only_what_differs_from_its_base(config):
+    path = CONFIGS / config
+    base = merged(base_of(path))
+    for key, value in own(path).items():
+        if key == "config":
+            continue
+        before = get(base, key)
+        assert value != before, f"{config}: {key} repeats {before!r}, which {base_of(path).name} already states"
+        if isinstance(value, dict) and isinstance(before, dict):
+            # one mapping replaces the base's whole group: only right for an object of another class
+            assert "class_path" in value and value["class_path"] != before.get("class_path"), (
+                f"{config}: `{key}:` as one mapping replaces all of the base's {key}; set its keys one by one "
+                f"as dotted keys ({key}.<name>: ...) to change only those")
+            continue
+        for leaf, leaf_value in flatten(key, value):
+            assert get(base, leaf) != leaf_value, (
+                f"{config}: {leaf} repeats {leaf_value!r}, which {base_of(path).name} already states")
+
+
+def flatten(prefix: str, value):
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from flatten(f"{prefix}.{key}", sub)
+    else:
+        yield prefix, value
+
+
+@pytest.mark.parametrize("config", ALL)
+def test_every_run_config_builds_on_a_root(config):
+    # a config with its own logger is a run, not an overlay (lomo_*, no_teacher): unless it is a root,
+    # it starts with `config:` and its chain ends at a root, so a copy of a base cannot creep back in
+    path = CONFIGS / config
+    if base_of(path) is None:
+        assert config in ROOTS or get(own(path), "trainer.logger") is None, (
+            f"{config} sets its own logger but builds on no base: start it with `config: embedded.yaml`")
+        return
+    while base_of(path):
+        path = base_of(path)
+    assert path.name in ROOTS, f"{config} builds on {path.name}, which is no root ({sorted(ROOTS)})"
+
+
+def test_the_tests_reading_of_a_nested_config_key_matches_jsonargparse(tmp_path, capsys):
+    # what merged() and the group rule above assume: dotted keys change one knob, a mapping replaces the group
+    (tmp_path / "base.yaml").write_text("model: {optim: {lr: 0.5, warmup_steps: 3}}\n")
+    (tmp_path / "dotted.yaml").write_text("config: base.yaml\nmodel.optim.lr: 0.25\n")
+    (tmp_path / "nested.yaml").write_text("config: base.yaml\nmodel: {optim: {lr: 0.25}}\n")
+    optim = {}
+    for name in ("dotted", "nested"):
+        with pytest.raises(SystemExit):
+            main(["fit", "--config", str(tmp_path / f"{name}.yaml"), "--print_config"])
+        optim[name] = yaml.safe_load(capsys.readouterr().out)["model"]["optim"]
+        assert contains(optim[name], merged(tmp_path / f"{name}.yaml")["model"]["optim"])
+    assert (optim["dotted"]["lr"], optim["dotted"]["warmup_steps"]) == (0.25, 3)
+    assert (optim["nested"]["lr"], optim["nested"]["warmup_steps"]) == (0.25, 0)  # the base's 3 is gone
