@@ -8,11 +8,13 @@ stale V (the reference keyed its cache by file path only).
 import os
 import random
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from pgrpo.cache import announce_build, announce_cached, duration
 from pgrpo.env import Problem
 from pgrpo.env.pairs import ContrastivePair, load_pairs, nonhack_pairs, shuffled_pairs, template_pairs
 from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basis, nll_grads, pairs_hash
@@ -21,6 +23,7 @@ from pgrpo.rollout import encode_prompts, pack
 
 
 SHUFFLED_VARIANTS = 4  # template pairs per problem behind the shuffled control: 8 completions to deal labels over
+V_SECONDS_PER_COMPLETION = 0.1  # its gradient on the embedded model, measured on 2 cores (for the announcement)
 
 
 @dataclass
@@ -82,14 +85,20 @@ def load_or_extract_basis(
     pairs, prompts, pairs_id, path = _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key,
                                                            temperature, control)
     device = next(model.parameters()).device
+    what = "hack basis V" if control == "none" else f"hack basis V of the {control} control"
     if path is not None and path.is_file():
+        announce_cached(what, path)
         return HackBasis.load(path, device=device)
-    g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg, temperature)
-    g_clean = completion_grads(model, adapter, tokenizer, prompts, [p.clean for p in pairs], cfg, temperature)
-    basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, cfg.noise_floor, meta={
-        "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
-        "temperature": str(temperature),
-    })
+    n = 2 * len(pairs)
+    work = f"gradients of {n} completions, ~{duration(V_SECONDS_PER_COMPLETION * n)} for the embedded model on 2 cores"
+    # uncached (the V refresh, which runs every few steps) it extracts without a word
+    with announce_build(what, path, work) if path is not None else nullcontext():
+        g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg, temperature)
+        g_clean = completion_grads(model, adapter, tokenizer, prompts, [p.clean for p in pairs], cfg, temperature)
+        basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, cfg.noise_floor, meta={
+            "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
+            "temperature": str(temperature),
+        })
     if path is not None:
         save_atomically(basis, path)
     return basis.to(device)

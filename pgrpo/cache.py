@@ -1,9 +1,57 @@
-"""Where pgrpo keeps what it builds once and reuses: the embedded model, teacher pools, V bases."""
+"""Where pgrpo keeps what it builds once and reuses (the embedded model, teacher pools, V bases), and the
+lines that say when it builds one, how far along it is, or that it found one."""
 
+import functools
 import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from lightning.pytorch.utilities import rank_zero_only
 
 
 def cache_dir() -> Path:
     """$PGRPO_CACHE if set, else ~/.cache/pgrpo."""
     return Path(os.environ.get("PGRPO_CACHE") or Path.home() / ".cache" / "pgrpo")
+
+
+@rank_zero_only
+def announce(message: str) -> None:
+    """One line on stderr, from rank 0 only: under DDP every process resolves the same caches."""
+    print(message, file=sys.stderr, flush=True)
+
+
+@functools.cache  # a run resolves the same cached model several times: one line is enough
+def announce_cached(what: str, path: Path) -> None:
+    announce(f"{what}: cached ({path})")
+
+
+@contextmanager
+def announce_build(what: str, path: Path, work: str) -> Iterator[None]:
+    """Says what is built, what that takes and where it goes before the build, and how long it took after."""
+    announce(f"building the {what} ({work}; once, cached in {path})")
+    start = time.perf_counter()
+    yield
+    announce(f"{what}: built in {duration(time.perf_counter() - start)}")
+
+
+def progress_ticker(label: str, total: int) -> Callable[[], None]:
+    """A function to call once per step; at every tenth of `total` it announces steps done, time spent and left."""
+    start, done = time.perf_counter(), 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if done % max(1, total // 10) and done != total:
+            return
+        spent = time.perf_counter() - start
+        left = f", ~{duration(spent / done * (total - done))} left" if done < total else ""
+        announce(f"  {label} {done}/{total}, {duration(spent)}{left}")
+
+    return tick
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 100 else f"{seconds / 60:.1f} min"

@@ -21,13 +21,15 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, Sampler
 from typing_extensions import override
 
-from pgrpo.cache import cache_dir
+from pgrpo.cache import announce_build, announce_cached, cache_dir, duration
 from pgrpo.env import MODES, Problem, RewardConfig, clean_completion, hack_completion, load_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.chat import render_chat
 from pgrpo.models import load_tokenizer
 from pgrpo.rollout import encode_prompts
+
+POOL_SECONDS_PER_PROBLEM = 0.2  # grading its template completions, measured on 2 cores (for the announcement)
 
 
 @dataclass
@@ -199,9 +201,14 @@ class GRPODataModule(L.LightningDataModule):
             [[p.fingerprint, p.mode] for p in self.problems] + [asdict(self.reward)] + templates
         ).encode()).hexdigest()[:16]
         path = cache_dir() / "pools" / key
-        if not (path / "pool.json").is_file():
+        if (path / "pool.json").is_file():
+            announce_cached("teacher pool", path)
+        else:
             tmp = path.with_name(f"{key}.tmp{os.getpid()}")
-            build_pool(self.problems, tmp, reward=self.reward)
+            seconds = POOL_SECONDS_PER_PROBLEM * len(self.problems)
+            work = f"grading the template completions of {len(self.problems)} problems, ~{duration(seconds)} on 2 cores"
+            with announce_build("teacher pool", path, work):
+                build_pool(self.problems, tmp, reward=self.reward)
             try:
                 tmp.rename(path)  # atomic: a killed build never leaves a pool that looks complete
             except OSError:

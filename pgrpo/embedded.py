@@ -23,9 +23,10 @@ import tokenizers
 import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from pgrpo.cache import cache_dir as default_cache_dir
+from pgrpo.cache import announce_build, announce_cached, cache_dir as default_cache_dir, duration, progress_ticker
 
 # Bump when a build step changes in a way the constants and sources hashed below do not capture.
 RECIPE_VERSION = 3
@@ -54,6 +55,9 @@ PRETRAIN = {"steps": 300, "lr": 6e-3, "batch_size": 16, "seed": SEED}
 PRETRAIN_STEPS_ENV = "PGRPO_PRETRAIN_STEPS"
 MARKER = "pgrpo_embedded.json"  # written last; a directory without it is not a finished build
 STALE_TMP_SECONDS = 3600  # a build takes seconds; an older temp dir belongs to a killed build
+# The build's time as announced, measured on 2 cores (pretraining runs on 2 threads on any machine):
+# tokenizer, corpus and saving, then each pretraining step.
+BUILD_SECONDS, PRETRAIN_STEP_SECONDS = 12, 0.36
 
 # Python idioms and English words that prompts and completions are made of, so
 # that they get their own merges even where the problem set is thin. Written out
@@ -236,8 +240,16 @@ def build_embedded_default(out_dir: Path) -> Path:
     from pgrpo.pretrain import pretrain, pretraining_corpus
 
     settings = pretrain_settings()
-    stats = pretrain(model, tokenizer, pretraining_corpus(tokenizer, settings["seed"]), settings["steps"],
-                     settings["lr"], settings["batch_size"], settings["seed"])
+    corpus = pretraining_corpus(tokenizer, settings["seed"])
+    # counted by an optimizer hook, not an argument of pretrain(): pretrain.py's source is in the recipe hash,
+    # and a change to it rebuilds every cached base although progress lines do not change what is built
+    tick = progress_ticker("pretraining", settings["steps"])
+    counting = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: tick())
+    try:
+        stats = pretrain(model, tokenizer, corpus, settings["steps"], settings["lr"], settings["batch_size"],
+                         settings["seed"])
+    finally:
+        counting.remove()
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     marker = {
@@ -261,12 +273,17 @@ def embedded_default_path(cache_dir: Path | None = None) -> Path:
     root = Path(cache_dir or default_cache_dir())
     final = root / f"embedded-{recipe_hash()}"
     if (final / MARKER).is_file():
+        announce_cached("embedded base model", final)
         return final
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale_builds(root)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=root))
+    steps = pretrain_settings()["steps"]
+    seconds = BUILD_SECONDS + steps * PRETRAIN_STEP_SECONDS
+    work = f"tokenizer and {steps} pretraining steps, ~{duration(seconds)} on 2 cores"
     try:
-        build_embedded_default(tmp)
+        with announce_build("embedded base model", final, work):
+            build_embedded_default(tmp)
         if final.is_dir() and not (final / MARKER).is_file():
             shutil.rmtree(final)  # only a rename creates `final`, so this one was not made by a build
         try:
