@@ -1,6 +1,7 @@
 """Callbacks beside the training step: curves and text, the V refresh, the deployment eval."""
 
 import time
+from collections import deque
 from contextlib import nullcontext
 
 import lightning as L
@@ -14,15 +15,21 @@ from pgrpo.controls import control_basis
 from pgrpo.data import PromptGroup
 from pgrpo.env import Problem
 from pgrpo.extraction import HackBasis, basis_overlap
+from pgrpo.summary import WINDOW
 
-# shown in the progress bar; everything else goes to the loggers only
-PROGRESS_KEYS = ("hack/student", "solve/student", "reward", "proj/cin")
+# shown in the progress bar under these names, as means over the last WINDOW generated batches (the window of
+# the run's summary); everything else goes to the loggers only
+PROGRESS_KEYS = {"hack/student": "hack", "solve/student": "solve"}
 
 
 class HackMetricsLogger(L.Callback):
     """Logs every number the step returned (hack/solve rates, reward, kl, proj/*, adapter/*, time/*), and at fit
     start data/pool_coverage: the fraction of training problems the teacher pool covers (the only ones trained on).
+    Puts the running means of PROGRESS_KEYS in the progress bar.
     """
+
+    def __init__(self):
+        self._recent = {key: deque(maxlen=WINDOW) for key in PROGRESS_KEYS}
 
     @override
     def on_train_start(self, trainer, pl_module) -> None:
@@ -37,8 +44,11 @@ class HackMetricsLogger(L.Callback):
         metrics = outputs["metrics"]
         if trainer.world_size > 1:
             metrics = mean_over_ranks(metrics)
-        pl_module.log_dict({k: v for k, v in metrics.items() if k in PROGRESS_KEYS}, prog_bar=True, logger=False,
-                           on_step=True, on_epoch=False, batch_size=1)
+        for key, values in self._recent.items():
+            if key in metrics:  # a step that reused its batch (num_iterations > 1) has no rollout numbers
+                values.append(metrics[key])
+        pl_module.log_dict({PROGRESS_KEYS[k]: sum(v) / len(v) for k, v in self._recent.items() if v}, prog_bar=True,
+                           logger=False, on_step=True, on_epoch=False, batch_size=1)
         # straight to the loggers, every step: through self.log a key would be written again with its last value
         # on a step that did not produce it (the rollout numbers of a batch reused under num_iterations > 1)
         log_scalars(trainer, metrics)

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 from jsonargparse import CLI, set_parsing_settings
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningCLI
+from typing_extensions import override
 
 from pgrpo.callbacks import CompletionSamples, HackMetricsLogger
 from pgrpo.data import GRPODataModule
@@ -20,6 +22,7 @@ from pgrpo.env import RewardConfig, load_problems
 from pgrpo.basis import ExtractionConfig
 from pgrpo.bench import bench
 from pgrpo.module import ProjectedGRPO
+from pgrpo.progress import StepProgressBar
 from pgrpo.report import report
 from pgrpo.summary import RunSummary
 from pgrpo.sweep import sweep
@@ -177,6 +180,16 @@ class PGRPOCLI(LightningCLI):
             parser.link_arguments(f"model.reward.{field}", f"data.reward.{field}")
         parser.link_arguments("model.num_iterations", "data.num_iterations")
         parser.link_arguments("model.generation.max_new_tokens", "model.loss.max_new_tokens")
+
+    @override
+    def _instantiate_trainer(self, config: dict, callbacks: list) -> Trainer:
+        """The step bar goes last, after HackMetricsLogger has put the step's numbers in the bar; and only where a
+        bar is shown and none was given: Lightning refuses a bar callback under enable_progress_bar=false."""
+        given = config.get("callbacks") or []
+        given = given if isinstance(given, list) else [given]
+        if config.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in given):
+            callbacks = [*callbacks, StepProgressBar()]
+        return super()._instantiate_trainer(config, callbacks)
 
     def before_instantiate_classes(self) -> None:
         """`--ckpt_path last` resumes the newest run of this logger name in place (same version dir)."""
