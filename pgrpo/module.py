@@ -133,6 +133,7 @@ class ProjectedGRPO(L.LightningModule):
         micro_batch_size: int | None = None,
         share_prompts: bool = True,
         kl_every: int = 10,
+        grade_while_generating: bool | None = None,
     ):
         """
         Args:
@@ -156,6 +157,9 @@ class ProjectedGRPO(L.LightningModule):
                 group's rows (the same numbers, a fraction of the work; off on a sharded base).
             kl_every: at beta = 0 the reference forward only serves the `kl` diagnostic, so it runs every this
                 many steps (0: never); with beta > 0 it runs every step.
+            grade_while_generating: send each completion to grading the step it ends, while the longer ones
+                generate (None: only when generating on a GPU; on CPU cores the graders slow generation down by
+                more than they save).
         """
         super().__init__()
         if advantage_scale not in ("none", "group", "batch"):
@@ -289,20 +293,23 @@ class ProjectedGRPO(L.LightningModule):
         }
 
     def generate(self, groups: list[PromptGroup]) -> Samples:
-        """Every prompt's G_s samples in one batched call; each is sent to grading the step it ends."""
+        """Every prompt's G_s samples in one batched call (each sent to grading the step it ends, on a GPU)."""
         g, n_s = self.generation, groups[0].n_student
         grading = GradeQueue(reward=self.reward, timeout_s=self.hparams.grade_timeout)
 
         def grade_when_finished(row: int, completion: list[int]) -> None:
             grading.submit(row, groups[row // n_s].problem, self.tokenizer.decode(completion, skip_special_tokens=True))
 
+        overlap = self.hparams.grade_while_generating
+        if overlap is None:
+            overlap = self.device.type != "cpu"
         try:
             with merged_for_generation(self.adapter):  # δ folded into the weights: base-model speed
                 prompt_ids, completions, clipped = sample(
                     self.policy, self.tokenizer, [grp.prompt for grp in groups], n_s,
                     g.max_new_tokens, g.temperature, g.top_p,
                     # a sharded base all-gathers in every forward: ranks that finish early keep stepping with the rest
-                    synced_gpus=base_is_sharded(self.adapter), on_finished=grade_when_finished,
+                    synced_gpus=base_is_sharded(self.adapter), on_finished=grade_when_finished if overlap else None,
                 )
         except BaseException:
             grading.close()
@@ -311,7 +318,7 @@ class ProjectedGRPO(L.LightningModule):
         return Samples(prompt_ids, completions, clipped, texts, grading)
 
     def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
-        """The grades of every student sample (sandboxed, in parallel); most were started during generation."""
+        """The grades of every student sample (sandboxed, in parallel), those started during generation included."""
         n_s = groups[0].n_student
         with students.grading as grading:
             for row, text in enumerate(students.texts):
