@@ -86,13 +86,24 @@ def sample(
     device): keep running forwards until every process has finished, as a sharded model needs.
     on_finished(row, completion ids with EOS): called the step a row emits EOS, while the others go on
     (a row that never does is not reported).
+
+    Each prompt is prefilled once and its keys and values are handed to its n_per_prompt rows, so a
+    group costs one prompt forward instead of n_per_prompt; generate then runs from the prompts' last token.
     """
+    unique_ids, unique_mask = left_pad(encode_prompts(tokenizer, prompts), tokenizer.pad_token_id)  # (P, T_p)
     prompt_ids = [ids for ids in encode_prompts(tokenizer, prompts) for _ in range(n_per_prompt)]
-    input_ids, attention_mask = left_pad(prompt_ids, tokenizer.pad_token_id)
+    input_ids, attention_mask = left_pad(prompt_ids, tokenizer.pad_token_id)  # (P * n, T_p)
     device = next(model.parameters()).device
+    prefilled = None
+    if unique_ids.shape[1] > 1:
+        ids, mask = unique_ids[:, :-1].to(device), unique_mask[:, :-1].to(device)
+        prefilled = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                          use_cache=True, logits_to_keep=1).past_key_values
+        prefilled.batch_repeat_interleave(n_per_prompt)
     out = model.generate(
         input_ids=input_ids.to(device),
         attention_mask=attention_mask.to(device),
+        past_key_values=prefilled,
         do_sample=True,
         temperature=temperature,
         top_p=top_p,

@@ -1,9 +1,9 @@
-"""Student sampling: rows reported as they end, while the batch goes on."""
+"""Student sampling: each prompt prefilled once; rows reported as they end, while the batch goes on."""
 
 import torch
 import transformers
 
-from pgrpo.rollout import sample
+from pgrpo.rollout import left_pad, sample
 
 EOS = 2
 
@@ -16,14 +16,18 @@ class PromptTokenizer:
     eos_token_id = EOS
 
     def __call__(self, prompts: list[str], add_special_tokens: bool) -> dict:
-        return {"input_ids": [[3 + len(p) % 2, 1, 3] for p in prompts]}
+        return {"input_ids": [[3, 1] * len(p) + [4] for p in prompts]}  # unequal lengths: left padding
 
 
-def test_each_row_is_reported_the_step_it_emits_eos_with_its_completion():
+def tiny_model() -> transformers.Qwen3ForCausalLM:
     torch.manual_seed(0)
     config = transformers.Qwen3Config(vocab_size=5, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                                       num_attention_heads=2, num_key_value_heads=1, head_dim=8, eos_token_id=EOS)
-    model = transformers.Qwen3ForCausalLM(config).eval()
+    return transformers.Qwen3ForCausalLM(config).eval()
+
+
+def test_each_row_is_reported_the_step_it_emits_eos_with_its_completion():
+    model = tiny_model()
     reported = []
     _, completions, clipped = sample(model, PromptTokenizer(), ["a", "bb"], 6, max_new_tokens=12, temperature=1.0,
                                      top_p=1.0, on_finished=lambda row, tokens: reported.append((row, list(tokens))))
@@ -33,3 +37,16 @@ def test_each_row_is_reported_the_step_it_emits_eos_with_its_completion():
     assert all(tokens == completions[row] and tokens[-1] == EOS for row, tokens in reported)
     lengths = [len(tokens) for _, tokens in reported]
     assert lengths == sorted(lengths)  # reported as they end, not when the batch is done
+
+
+def test_prefilling_each_prompt_once_samples_what_generate_samples_from_the_whole_prompts():
+    model = tiny_model()
+    tokenizer = PromptTokenizer()
+    torch.manual_seed(1)
+    _, completions, _ = sample(model, tokenizer, ["a", "bb"], 3, max_new_tokens=6, temperature=1.0, top_p=1.0)
+    ids, mask = left_pad([p for p in tokenizer(["a", "bb"], False)["input_ids"] for _ in range(3)], 0)
+    torch.manual_seed(1)
+    whole = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                           max_new_tokens=6, pad_token_id=0, eos_token_id=EOS)[:, ids.shape[1]:].tolist()
+    for got, expected in zip(completions, whole):
+        assert got == expected[: len(got)] and (got[-1] == EOS or len(got) == 6)
