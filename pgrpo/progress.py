@@ -59,6 +59,12 @@ class StepProgressBar(RichProgressBar):
         super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)
 
     @override
+    def on_train_end(self, trainer, pl_module) -> None:
+        super().on_train_end(trainer, pl_module)
+        # the bar's last frame is drawn now, so the end-of-run summary (on_fit_end) is the last thing printed
+        self._stop_progress()
+
+    @override
     def get_metrics(self, trainer, pl_module) -> dict:
         # v_num, the logger's version, is in the run directory's name already
         return {k: v for k, v in super().get_metrics(trainer, pl_module).items() if k != "v_num"}

@@ -65,3 +65,16 @@ def test_fit_trains_under_the_step_bar_after_the_metrics_it_shows():
 def test_no_step_bar_where_the_bar_is_off_or_another_was_given(args, bar):
     bars = [c for c in cli_callbacks(*args) if isinstance(c, (StepProgressBar, TQDMProgressBar))]
     assert [type(c) for c in bars] == ([bar] if bar else [])
+
+
+def test_the_bar_has_drawn_its_last_frame_before_the_end_of_run_summary_prints():
+    class SummaryStandIn(L.Callback):
+        def on_fit_end(self, trainer, pl_module):  # where RunSummary prints
+            self.bar_stopped = bar._progress_stopped
+
+    bar, summary = StepProgressBar(), SummaryStandIn()
+    bar._console_kwargs = {"force_terminal": True, "width": 80, "file": io.StringIO()}
+    trainer = L.Trainer(max_steps=2, callbacks=[HackMetricsLogger(), bar, summary], logger=False,
+                        enable_checkpointing=False, enable_model_summary=False)
+    trainer.fit(Rates())
+    assert summary.bar_stopped
