@@ -8,8 +8,10 @@ The other commands are plain functions whose docstrings are their `--help`.
 import inspect
 import sys
 import time
+import warnings
 from pathlib import Path
 
+import transformers
 from jsonargparse import CLI, set_parsing_settings
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
@@ -227,6 +229,10 @@ def bare_flags_to_true(tool, args: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     # each config dataclass field's own docstring becomes its --help line (as litgpt does)
     set_parsing_settings(docstring_parse_attribute_docstrings=True)
+    # a run's terminal says what pgrpo builds and how training goes: no bar per checkpoint load or save, and
+    # not Lightning's internal deprecation notice (lightning 2.6 on torch 2.13) on every fit
+    transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in TOOLS:
         tool = TOOLS[args[0]]

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import threading
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -35,6 +36,10 @@ STUB_SHARE = 0.25
 _CODE_BLOCK = re.compile(r"```python[^\n]*\n(.*?)```", re.DOTALL)
 
 log = logging.getLogger(__name__)
+# A sampled completion's dubious literals (`1if x`) draw SyntaxWarnings when its code is parsed here and in
+# loophole_code; they say nothing about the run and would scroll through the trainer's output. Both parse under
+# ast's default file name, which nothing else in a training process parses.
+warnings.filterwarnings("ignore", category=SyntaxWarning, module="<unknown>")
 
 
 @dataclass(frozen=True)

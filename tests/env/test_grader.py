@@ -229,3 +229,19 @@ def test_a_sandbox_failure_is_a_failed_grade_not_an_exception(monkeypatch):
     monkeypatch.setattr(grader, "run_job", lambda *a, **k: JobOutcome(children=(), error="runner failed: boom"))
     result = grade(TWO_SUM, clean_completion(TWO_SUM))
     assert not result.passed and not result.gt_correct and result.error == "runner failed: boom"
+
+
+def test_a_completions_dubious_literal_does_not_warn_while_it_is_graded():
+    import subprocess
+    import sys
+
+    # a fresh interpreter: pytest puts its own warning filters in front of pgrpo's, a user's run does not
+    script = ("import ast\n"
+              "from pgrpo.env.grader import _parses\n"
+              "from pgrpo.env.exploits import loophole_code\n"
+              "code = 'class Solution:\\n    def f(self):\\n        return 1if True else 2\\n'\n"
+              "assert _parses(code) and loophole_code(code) == ()\n"
+              "compile('x = 2if True else 3', 'other.py', 'exec')  # the same literal elsewhere still warns\n")
+    run = subprocess.run([sys.executable, "-W", "always::SyntaxWarning", "-c", script], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("SyntaxWarning") == 1 and "other.py" in run.stderr
