@@ -23,7 +23,7 @@ from pgrpo.adapter import (
     DEFAULT_TARGETS, all_reduce_knob_grads, all_reduce_mean_, attach_adapter, base_is_sharded, capture_row_grads,
     knobs_zeroed, merged_for_generation, shard_base,
 )
-from pgrpo.cache import cache_dir
+from pgrpo.cache import announce_build, announce_cached, cache_dir
 from pgrpo.data import PromptGroup
 from pgrpo.env import MODES, GradeQueue, GradeResult, Problem, RewardConfig
 from pgrpo.basis import ExtractionConfig, cached_basis_path, load_or_extract_basis, save_atomically
@@ -232,9 +232,12 @@ class ProjectedGRPO(L.LightningModule):
             # every forward of a sharded base is collective: all ranks extract, or none does (a cache hit)
             path = cached_basis_path(self.tokenizer, problems, cache=cache, **args) if cache is not None else None
             if strategy.broadcast(path is not None and path.is_file(), src=0):
+                announce_cached("hack basis V", path)
                 basis = HackBasis.load(path) if self.global_rank == 0 else None
             else:
-                basis = load_or_extract(None)
+                building = announce_build("hack basis V", path, "every rank, on the sharded base") if path else nullcontext()
+                with building:
+                    basis = load_or_extract(None)
                 if path is not None and self.global_rank == 0:
                     save_atomically(basis, path)
         basis = strategy.broadcast(basis.to("cpu") if basis is not None else None, src=0)
