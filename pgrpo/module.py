@@ -30,7 +30,6 @@ from pgrpo.basis import ExtractionConfig, cached_basis_path, load_or_extract_bas
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id
-from pgrpo.pretrain import threads
 from pgrpo.projection import (
     ProjectionConfig, knob_snapshot, project_adapter_grads, project_update, purge_adam_moments, rollout_hack_fraction,
 )
@@ -134,7 +133,7 @@ class ProjectedGRPO(L.LightningModule):
         micro_batch_size: int | None = None,
         share_prompts: bool = True,
         kl_every: int = 10,
-        grade_while_generating: bool = True,
+        grade_while_generating: bool | None = None,
     ):
         """
         Args:
@@ -159,7 +158,8 @@ class ProjectedGRPO(L.LightningModule):
             kl_every: at beta = 0 the reference forward only serves the `kl` diagnostic, so it runs every this
                 many steps (0: never); with beta > 0 it runs every step.
             grade_while_generating: send each completion to grading the step it ends, while the longer ones
-                generate; on CPU, generation then leaves one core to the graders.
+                generate (None: only when generating on a GPU; on CPU cores the graders slow generation down by
+                more than they save).
         """
         super().__init__()
         if advantage_scale not in ("none", "group", "batch"):
@@ -296,7 +296,7 @@ class ProjectedGRPO(L.LightningModule):
         }
 
     def generate(self, groups: list[PromptGroup]) -> Samples:
-        """Every prompt's G_s samples in one batched call, each sent to grading the step it ends."""
+        """Every prompt's G_s samples in one batched call (each sent to grading the step it ends, on a GPU)."""
         g, n_s = self.generation, groups[0].n_student
         grading = GradeQueue(reward=self.reward, timeout_s=self.hparams.grade_timeout)
 
@@ -304,13 +304,10 @@ class ProjectedGRPO(L.LightningModule):
             grading.submit(row, groups[row // n_s].problem, self.tokenizer.decode(completion, skip_special_tokens=True))
 
         overlap = self.hparams.grade_while_generating
-        # Graders beside a generation that uses every core slowed it by more than they saved (1.18 -> 1.90 s
-        # against 0.66 s of grading, 2 cores); the embedded model decodes as fast on one thread as on two
-        # (1.36 / 1.34 s), so generation gives the graders a core and grading is nearly free.
-        cores = torch.get_num_threads()
-        spare_a_core = threads(cores - 1) if overlap and self.device.type == "cpu" and cores > 1 else nullcontext()
+        if overlap is None:
+            overlap = self.device.type != "cpu"
         try:
-            with merged_for_generation(self.adapter), spare_a_core:  # δ folded into the weights: base-model speed
+            with merged_for_generation(self.adapter):  # δ folded into the weights: base-model speed
                 prompt_ids, completions, clipped = sample(
                     self.policy, self.tokenizer, [grp.prompt for grp in groups], n_s,
                     g.max_new_tokens, g.temperature, g.top_p,

@@ -139,28 +139,6 @@ def test_completions_that_end_are_graded_while_the_batch_still_generates_with_th
     assert not any(started_after)
 
 
-@pytest.mark.parametrize("overlap", [True, False])
-def test_generation_leaves_the_graders_a_cpu_core_only_while_they_run_beside_it(monkeypatch, overlap):
-    import pgrpo.module as module_file
-    from pgrpo.data import GRPODataModule
-    from pgrpo.module import GenerationConfig
-
-    data = GRPODataModule(modes="run_tests", mix_ratio=0, group_size=2, prompts_per_step=1)
-    data.setup("fit")
-    module = ProjectedGRPO(generation=GenerationConfig(max_new_tokens=4), grade_while_generating=overlap)
-    module.configure_model()
-    seen = []
-    real_sample = module_file.sample
-    monkeypatch.setattr(module_file, "sample", lambda *a, **k: seen.append(torch.get_num_threads()) or real_sample(*a, **k))
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        module.grade(data.batch(0), module.generate(data.batch(0)))
-        assert seen == [1 if overlap else 2] and torch.get_num_threads() == 2  # restored after generation
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_warmup_never_gives_a_zero_learning_rate():
     module = ProjectedGRPO(optim=OptimConfig(lr=0.1, warmup_steps=4))
     module.configure_model()
