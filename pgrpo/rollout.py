@@ -90,9 +90,10 @@ def sample(
     Each prompt is prefilled once and its keys and values are handed to its n_per_prompt rows, so a
     group costs one prompt forward instead of n_per_prompt; generate then runs from the prompts' last token.
     """
-    unique_ids, unique_mask = left_pad(encode_prompts(tokenizer, prompts), tokenizer.pad_token_id)  # (P, T_p)
-    prompt_ids = [ids for ids in encode_prompts(tokenizer, prompts) for _ in range(n_per_prompt)]
-    input_ids, attention_mask = left_pad(prompt_ids, tokenizer.pad_token_id)  # (P * n, T_p)
+    encoded = encode_prompts(tokenizer, prompts)
+    prompt_ids = [ids for ids in encoded for _ in range(n_per_prompt)]
+    unique_ids, unique_mask = left_pad(encoded, tokenizer.pad_token_id)  # (P, T_p)
+    input_ids, attention_mask = (t.repeat_interleave(n_per_prompt, 0) for t in (unique_ids, unique_mask))  # (P*n, T_p)
     device = next(model.parameters()).device
     prefilled = None
     if unique_ids.shape[1] > 1:
