@@ -1,12 +1,18 @@
 """The sandbox's inside: runs one job's children, each forked into a fresh, limited, unprivileged process.
 
-Started by sandbox.py as `python _runner.py MODE PROGRAM` (stdlib only, never
-imports pgrpo). MODE "namespaces": this process is PID 1 of fresh pid, net and
-mount namespaces, builds a minimal read-only root on a private tmpfs and
-chroots into it. MODE "fallback": no namespaces, so the isolation is rlimits,
-the uid drop and killing by process group and uid only.
+Started by sandbox.py once per grading process and program, as the *launcher*
+`python _runner.py MODE PROGRAM FD` (stdlib only, never imports pgrpo). It loads
+PROGRAM and the modules solutions import once, then waits on the unix socket FD:
+each request carries a job's stdin, stdout and stderr (SCM_RIGHTS) and gets
+back the pid of a forked *job process*, so a job starts warm instead of paying
+an interpreter start-up and those imports (most of a grade's cost). The
+launcher never sees a job's data. MODE "namespaces": the job process unshares
+fresh pid, net and mount namespaces and forks the runner of the job, PID 1 of
+them, which builds a minimal read-only root on a private tmpfs and chroots into
+it. MODE "fallback": no namespaces, so the isolation is rlimits, the uid drop
+and killing by process group and uid only.
 
-Protocol. stdin carries two length-prefixed JSON frames, read with raw
+Protocol of a job. stdin carries two length-prefixed JSON frames, read with raw
 os.read so that nothing of the second is in memory before it is wanted:
   frame 1: {"limits": {..., "uid", "deadline"}, "later": whether frame 2 follows, "children": [spec, ...],
             "root": what the private root shows (namespaces mode; see rootfs.py)}
@@ -16,7 +22,7 @@ A spec is {"entry": name of a PROGRAM function, "timeout_s": its own wall budget
 PROGRAM.Context(report_fd, workdir)). Frame-1 children run (and everything they started
 is killed) before frame 2 is read, which keeps its contents out of their
 memory. stdout gets ONE JSON object: {"children": [outcome, ...]} or
-{"error": "..."}. No candidate process ever holds that fd.
+{"error": "..."}. No candidate process ever holds that fd, nor the launcher's socket.
 
 Needs Linux >= 5.3 (pidfd_open, to wait for a child and its pipes at once).
 """
@@ -26,10 +32,13 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
+import socket
 import stat
 import struct
 import sys
+import tempfile
 import time
 import types
 
@@ -41,17 +50,76 @@ CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONH
 REPORT_FD = 3
 DRAIN_GRACE_S = 0.5  # after the kill, how long to wait for the pipes to reach EOF
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
-PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
+MS_PRIVATE = 1 << 18
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 DEVICES = ("null", "zero", "urandom", "random", "full")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def main() -> None:
-    mode, program_path = sys.argv[1], sys.argv[2]
-    program = _load(program_path)
-    for name in PRELOAD:
-        __import__(name)
+    mode, program_path, control = sys.argv[1], sys.argv[2], socket.socket(fileno=int(sys.argv[3]))
+    try:
+        program, failure = _load(program_path), None
+        for name in PRELOAD:
+            __import__(name)
+    except BaseException as e:  # every job says so, rather than the launcher dying unheard
+        program, failure = None, f"{type(e).__name__}: {e}"
+    # Job processes are never waited for here: the kernel reaps them. The grading side learns
+    # that a job ended from its stdout closing.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        msg, fds, _, _ = socket.recv_fds(control, 1, 3)
+        if not msg:
+            return  # the grading process closed its end (or died): no more jobs
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            _job_process(mode, program, failure, fds)
+        for fd in fds:
+            os.close(fd)
+        control.sendall(struct.pack(">i", pid))
+
+
+def _job_process(mode: str, program: types.ModuleType | None, failure: str | None, fds: list[int]) -> None:
+    """One job, from a fork of the launcher: its pipes on 0, 1 and 2, its own session, its namespaces."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the job waits for its children
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.setsid()  # the grading side kills the job by this process group
+        if mode == "namespaces":
+            _enter_namespaces()
+        if failure:
+            raise RuntimeError(f"could not load the program: {failure}")
+        _run_job(mode, program)
+        os._exit(0)
+    except BaseException as e:
+        _write_all(1, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
+        os._exit(1)
+
+
+def _enter_namespaces() -> None:
+    """Fresh mount, net and pid namespaces; returns in their PID 1 (this process stays outside as its handle)."""
+    if _libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    # Mounts made below must not propagate back to the host's namespace.
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    pid = os.fork()
+    if pid:
+        for fd in (0, 1, 2):
+            os.close(fd)
+        os.waitpid(pid, 0)
+        os._exit(0)
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the job is killed by killing its handle
+
+
+def _run_job(mode: str, program: types.ModuleType) -> None:
     first = _read_frame()
     limits = first["limits"]
     if mode == "namespaces":
@@ -187,8 +255,6 @@ class Job:
                 outcome["file_text"] = _read_regular_file(os.path.join(workdir, spec["read_file"]))
         finally:
             if not self.namespaced:  # a namespaced job's tmpfs vanishes with it
-                import shutil
-
                 shutil.rmtree(workdir, ignore_errors=True)
         outcome["seconds"] = round(time.monotonic() - start, 4)
         return outcome
@@ -199,8 +265,6 @@ class Job:
             path = f"/tmp/w{self.count}"
             os.mkdir(path, 0o700)
         else:
-            import tempfile  # fallback only: keeps the namespaced start-up lean
-
             path = tempfile.mkdtemp(prefix="pgrpo-")
         if os.geteuid() == 0:
             os.chown(path, self.uid, self.uid)
@@ -370,8 +434,4 @@ def _read_regular_file(path: str, limit: int = 4096) -> str | None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException as e:
-        _write_all(1, json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
-        sys.exit(1)
+    main()

@@ -1,18 +1,22 @@
 """Running untrusted Python: one sandboxed runner process per job, one forked child per run.
 
 A job is a list of child runs of a *program* (a stdlib-only module whose
-functions the children call, e.g. `_harness.py`). `run_job` starts
-`_runner.py` inside fresh pid, net and mount namespaces (or, where the OS
-refuses them, without: see `isolation()`), hands it the job, and returns what
-each child did. The runner enforces per-child limits and wall budgets; this
-side adds one more deadline over the whole job and never blocks past it.
+functions the children call, e.g. `_harness.py`). `run_job` has a warm
+launcher (`_runner.py`, one per process and program, started on first use)
+fork the job's runner inside fresh pid, net and mount namespaces (or, where the
+OS refuses them, without: see `isolation()`), hands it the job over its own
+pipes, and returns what each child did. The runner enforces per-child limits
+and wall budgets; this side adds one more deadline over the whole job and never
+blocks past it.
 """
 
 import json
 import logging
 import os
 import secrets
+import selectors
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -26,7 +30,6 @@ from pgrpo.env import rootfs
 
 RUNNER = Path(__file__).with_name("_runner.py")
 NAMESPACES, FALLBACK = "namespaces", "fallback"
-UNSHARE = ("unshare", "--net", "--pid", "--fork", "--mount", "--kill-child")
 # -E/-I would also drop PYTHONHASHSEED, which keeps set order (and so grading) deterministic;
 # -P -s -S give the rest of -I: no script dir, no user site, no site packages.
 PYTHON = (sys.executable, "-P", "-s", "-S", "-B")
@@ -92,23 +95,124 @@ def _run(mode: str, program: Path, first: Sequence[Child], then: Sequence[Child]
          limits: Limits) -> JobOutcome:
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0]
     # An absolute CLOCK_MONOTONIC deadline for the whole job (shared with the runner): no child runs past it.
-    head = {"limits": {**asdict(limits), "uid": uid, "deadline": time.monotonic() + timeout_s},
+    deadline = time.monotonic() + timeout_s
+    head = {"limits": {**asdict(limits), "uid": uid, "deadline": deadline},
             "later": bool(then), "children": [vars(c) for c in first],
             "root": rootfs.plan(PYTHON) if mode == NAMESPACES else None}
     data = _frame(head) + (_frame({"children": [vars(c) for c in then]}) if then else b"")
-    cmd = (*UNSHARE, *PYTHON) if mode == NAMESPACES else PYTHON
-    proc = subprocess.Popen([*cmd, str(RUNNER), mode, str(program)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=RUNNER_ENV,
-                            start_new_session=True, close_fds=True)
+    (stdin_r, stdin_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
     try:
-        out, err = proc.communicate(data, timeout=timeout_s + KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)  # namespaces: the runner is PID 1, so its whole namespace goes with it
+        pid = _launcher(mode, program).launch((stdin_r, out_w, err_w), deadline + KILL_GRACE_S - time.monotonic())
+    except OSError as e:  # the launcher was killed, and the next job starts another
+        for fd in (stdin_w, out_r, err_r):
+            os.close(fd)
+        if isinstance(e, TimeoutError):  # stuck, e.g. loading the program
+            return JobOutcome(children=(), timed_out=True)
+        return JobOutcome(children=(), error=f"runner failed: could not start the job ({e})")
+    finally:
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+    out, err, finished = _exchange(stdin_w, out_r, err_r, data, deadline + KILL_GRACE_S)
+    if not finished:
+        _kill_group(pid)  # namespaces: the runner is PID 1 of the job's namespaces, so everything goes with it
         if mode == FALLBACK:
             _kill_uid(uid)
-        proc.communicate()
         return JobOutcome(children=(), timed_out=True)
     return _parse(out, err)
+
+
+class _Launcher:
+    """A warm `_runner.py` that forks one job process per request (see its docstring for why)."""
+
+    def __init__(self, mode: str, program: Path):
+        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with theirs:
+            self.process = subprocess.Popen(
+                [*PYTHON, str(RUNNER), mode, str(program), str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=RUNNER_ENV,
+                start_new_session=True)
+        self._lock = threading.Lock()
+        self.owner = os.getpid()
+
+    def launch(self, fds: tuple[int, int, int], timeout_s: float) -> int:
+        """Hands the launcher a job's stdin, stdout and stderr; the job process's pid (its process group too)."""
+        with self._lock:
+            self._control.settimeout(timeout_s)  # the first job's budget also covers the launcher's start-up
+            try:
+                socket.send_fds(self._control, [b"j"], list(fds))
+                reply = b""
+                while len(reply) < 4:
+                    chunk = self._control.recv(4 - len(reply))
+                    if not chunk:
+                        raise ConnectionError(f"the sandbox launcher exited (status {self.process.poll()})")
+                    reply += chunk
+            except OSError:  # timeouts included: a launcher that missed one reply is out of step for good
+                self.close()
+                raise
+        return struct.unpack(">i", reply)[0]
+
+    def alive(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is None and self._control.fileno() >= 0
+
+    def close(self) -> None:
+        """Closes this process's end; the launcher itself is killed only by the process that started it."""
+        self._control.close()
+        if self.owner == os.getpid():
+            _kill_group(self.process.pid)
+            self.process.wait()
+
+
+_launchers: dict[tuple[str, str], _Launcher] = {}
+_launchers_lock = threading.Lock()
+
+
+def _launcher(mode: str, program: Path) -> _Launcher:
+    """This process's launcher for (mode, program): started on first use, and again if it died or was forked away."""
+    key = (mode, str(program))
+    with _launchers_lock:
+        launcher = _launchers.get(key)
+        if launcher is None or not launcher.alive():
+            if launcher is not None:
+                launcher.close()
+            launcher = _launchers[key] = _Launcher(mode, program)
+        return launcher
+
+
+def _exchange(stdin: int, out: int, err: int, data: bytes, deadline: float) -> tuple[bytes, bytes, bool]:
+    """Writes `data` to the job's stdin while reading its stdout and stderr to EOF: (out, err, finished in time).
+
+    Closes the three fds, each exactly once (other threads reuse fd numbers at once).
+    """
+    received = {out: bytearray(), err: bytearray()}
+    view = memoryview(data)
+    os.set_blocking(stdin, False)
+    with selectors.DefaultSelector() as selector:
+        selector.register(stdin, selectors.EVENT_WRITE)
+        selector.register(out, selectors.EVENT_READ)
+        selector.register(err, selectors.EVENT_READ)
+        try:
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return bytes(received[out]), bytes(received[err]), False
+                for key, _ in selector.select(left):
+                    if key.fd == stdin:
+                        try:
+                            view = view[os.write(stdin, view[:1 << 16]):]
+                        except BrokenPipeError:  # the job stopped reading (it failed, or needed no frame 2)
+                            view = view[:0]
+                        if not view:  # EOF for the job: nothing more to read
+                            selector.unregister(stdin)
+                        continue
+                    chunk = os.read(key.fd, 1 << 16)
+                    if chunk:
+                        received[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+            return bytes(received[out]), bytes(received[err]), True
+        finally:
+            for fd in (stdin, out, err):
+                os.close(fd)
 
 
 def _frame(obj: dict) -> bytes:
@@ -154,15 +258,19 @@ def isolation() -> str:
     global _isolation
     with _isolation_lock:
         if _isolation is None:
-            # an empty job: unshare, the mounts and the chroot must all work (the program is never called)
-            probe = _run(NAMESPACES, RUNNER, (), (), 10.0, Limits()) if _has_unshare() else None
-            _isolation = NAMESPACES if probe and not probe.error and not probe.timed_out else FALLBACK
-            if _isolation == FALLBACK:
+            why = _probe_namespaces()
+            _isolation = FALLBACK if why else NAMESPACES
+            if why:
                 log.warning("pgrpo sandbox: namespaces unavailable (%s); grading with WEAKER isolation "
-                            "(rlimits, uid drop, process-group kill; the filesystem and network stay visible)",
-                            probe.error if probe else "no unshare")
+                            "(rlimits, uid drop, process-group kill; the filesystem and network stay visible)", why)
         return _isolation
 
 
-def _has_unshare() -> bool:
-    return any(os.access(os.path.join(d, "unshare"), os.X_OK) for d in RUNNER_ENV["PATH"].split(":"))
+def _probe_namespaces() -> str | None:
+    """Why a namespaced job cannot run here, or None: runs an empty one (unshare, the mounts, the chroot)."""
+    probe = _run(NAMESPACES, RUNNER, (), (), 10.0, Limits())  # the program is never called
+    with _launchers_lock:
+        launcher = _launchers.pop((NAMESPACES, str(RUNNER)), None)
+    if launcher is not None:
+        launcher.close()
+    return probe.error or ("timed out" if probe.timed_out else None)

@@ -183,9 +183,71 @@ def test_runner_failure_is_reported_not_raised(tmp_path):
     assert out.error and "runner failed" in out.error and out.children == ()
 
 
+def _launcher_pid() -> int:
+    return sandbox._launchers[(isolation(), str(PROBE))].process.pid
+
+
+def test_jobs_share_one_warm_launcher_and_a_dead_one_is_replaced():
+    run("result = 1")
+    first = _launcher_pid()
+    assert result(run("result = 2")) == 2 and _launcher_pid() == first
+    os.kill(first, 9)
+    sandbox._launchers[(isolation(), str(PROBE))].process.wait()
+    assert result(run("result = 3")) == 3 and _launcher_pid() != first
+
+
+def test_a_forked_process_starts_its_own_launcher():
+    run("result = 1")
+    parent_launcher = _launcher_pid()
+    read, write = os.pipe()
+    if os.fork() == 0:
+        try:
+            os.write(write, json.dumps([result(run("result = 4")), _launcher_pid()]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer, child_launcher = json.loads(os.read(read, 1024))
+    os.close(read)
+    os.wait()
+    assert answer == 4 and child_launcher != parent_launcher
+
+
+def test_the_launcher_does_not_outlive_its_process():
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parents[2])!r})\n"
+              "from pathlib import Path\nfrom pgrpo.env import sandbox\n"
+              f"sandbox.run_job(Path({str(PROBE)!r}), [sandbox.Child('run', 5.0, {{'code': 'result = 1'}})])\n"
+              "print(next(iter(sandbox._launchers.values())).process.pid)")
+    launcher = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
+    deadline = time.monotonic() + 5.0
+    while os.path.exists(f"/proc/{launcher}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{launcher}")
+
+
+def test_a_child_holds_no_socket_so_it_cannot_ask_the_launcher_for_anything(isolation_mode):
+    code = """
+result = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        result.append(os.readlink('/proc/self/fd/' + fd))
+    except OSError:  # the listing's own fd, closed by now
+        pass
+"""
+    targets = result(run(code))
+    assert len(targets) >= 4 and not [t for t in targets if t.startswith("socket:")]
+
+
+def test_a_namespaced_job_leaves_the_hosts_mounts_as_they_were():
+    if isolation() != NAMESPACES:
+        pytest.skip("namespaces mode only")
+    before = Path("/proc/self/mountinfo").read_text()
+    assert result(run("result = 1")) == 1
+    assert Path("/proc/self/mountinfo").read_text() == before
+
+
 def test_without_namespaces_isolation_falls_back_with_one_warning(monkeypatch, caplog):
     monkeypatch.setattr(sandbox, "_isolation", None)
-    monkeypatch.setattr(sandbox, "_has_unshare", lambda: False)
+    monkeypatch.setattr(sandbox, "_probe_namespaces", lambda: "no namespaces here")
     with caplog.at_level("WARNING", logger="pgrpo.env.sandbox"):
         assert isolation() == FALLBACK and isolation() == FALLBACK
     assert len(caplog.records) == 1 and "WEAKER" in caplog.records[0].getMessage()
