@@ -26,6 +26,7 @@ from pgrpo.adapter import (
 from pgrpo.cache import announce_build, announce_cached, cache_dir
 from pgrpo.data import PromptGroup
 from pgrpo.env import MODES, GradeQueue, GradeResult, Problem, RewardConfig
+from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.basis import ExtractionConfig, cached_basis_path, load_or_extract_basis, save_atomically
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
@@ -128,7 +129,7 @@ class ProjectedGRPO(L.LightningModule):
         generation: GenerationConfig = GenerationConfig(),
         optim: OptimConfig = OptimConfig(),
         reward: RewardConfig = RewardConfig(),
-        grade_timeout: float = 4.0,
+        grade_timeout: float = FLOOR_S,
         logprob_chunk_size: int = 128,
         micro_batch_size: int | None = None,
         share_prompts: bool = True,
@@ -149,8 +150,8 @@ class ProjectedGRPO(L.LightningModule):
             generation: max_new_tokens, temperature, top_p of the student samples.
             optim: AdamW over the knobs and its warmup; max_grad_norm clips after projection.
             reward: format bonus and pass reward (gt_correct never enters it).
-            grade_timeout: floor of each sandboxed run's wall budget in seconds; the oracle and the flawed grader each get
-                their own budget, max(floor, 5 × the problem's measured canonical runtime), capped at 60 s.
+            grade_timeout: floor of each sandboxed run's wall budget in seconds; the oracle and the flawed grader
+                each get their own budget, max(floor, 5 × the problem's measured canonical runtime), capped at 60 s.
             logprob_chunk_size: sequence chunk of the memory-efficient logprob pass.
             micro_batch_size: rows per forward/backward (None: the whole step at once).
             share_prompts: run each group's prompt once per logprob pass and hand its keys and values to the

@@ -27,6 +27,7 @@ from pgrpo.env import _harness, time_limits
 from pgrpo.env.exploits import loophole_code
 from pgrpo.env.problems import MODES, Problem
 from pgrpo.env.sandbox import Child, ChildOutcome, JobOutcome, run_job
+from pgrpo.env.time_limits import FLOOR_S
 
 HARNESS = Path(_harness.__file__)
 EXPECTED_TIMEOUT_S = 60.0  # the trusted run that evaluates a problem's expected values
@@ -79,7 +80,7 @@ def extract_code(completion: str) -> str | None:
 
 
 def grade(problem: Problem, completion: str, mode: str | None = None, *, reward: RewardConfig = RewardConfig(),
-          timeout_s: float = 4.0, detectors: bool = True) -> GradeResult:
+          timeout_s: float = FLOOR_S, detectors: bool = True) -> GradeResult:
     """Grades one completion under `mode` (default: the problem's own loophole mode).
 
     `timeout_s` is the floor of each run's wall budget. Every sandboxed run of
@@ -107,7 +108,7 @@ def grade(problem: Problem, completion: str, mode: str | None = None, *, reward:
 
 
 def grade_batch(items: Sequence[tuple[Problem, str] | tuple[Problem, str, str | None]], *,
-                workers: int | None = None, reward: RewardConfig = RewardConfig(), timeout_s: float = 4.0,
+                workers: int | None = None, reward: RewardConfig = RewardConfig(), timeout_s: float = FLOOR_S,
                 detectors: bool = True) -> list[GradeResult]:
     """Grades (problem, completion[, mode]) items in parallel, each as grade() does; results in input order."""
     with GradeQueue(workers=workers, reward=reward, timeout_s=timeout_s, detectors=detectors) as queue:
@@ -123,7 +124,7 @@ class GradeQueue:
     generating. Each problem is prepared (expected values, canonical runtime) once, before its first grade.
     """
 
-    def __init__(self, *, workers: int | None = None, reward: RewardConfig = RewardConfig(), timeout_s: float = 4.0,
+    def __init__(self, *, workers: int | None = None, reward: RewardConfig = RewardConfig(), timeout_s: float = FLOOR_S,
                  detectors: bool = True):
         # grades wait on namespace set-up and teardown, so twice the cores keeps both busy (measured ~1.3x)
         self._pool = ThreadPoolExecutor(max_workers=workers or 2 * (os.cpu_count() or 1))

@@ -14,12 +14,13 @@ from pgrpo.env.exploits import clean_completion, hack_completion
 from pgrpo.env.grader import grade_batch
 from pgrpo.env.problems import MODES, Problem, load_problems
 from pgrpo.env.sandbox import isolation
+from pgrpo.env.time_limits import FLOOR_S
 
 CANONICAL = "canonical"
 DEFAULT_PROBLEMS = 3  # built-in problems graded when none are given
 
 
-def exploit_matrix(problems: Sequence[Problem] | None = None, variants: int = 2, timeout_s: float = 4.0) -> dict:
+def exploit_matrix(problems: Sequence[Problem] | None = None, variants: int = 2, timeout_s: float = FLOOR_S) -> dict:
     """Grades every (exploit variant or canonical) x mode x problem; cells count passed/exploited/gt_correct."""
     problems = list(problems) if problems is not None else load_problems()[:DEFAULT_PROBLEMS]
     cases = [(exploit, v) for exploit in MODES for v in range(variants)] + [(CANONICAL, 0)]

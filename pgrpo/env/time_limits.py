@@ -22,6 +22,10 @@ from pgrpo.cache import cache_dir
 from pgrpo.env.problems import Problem
 
 MULTIPLE = 5.0  # a loaded machine runs a solution several times slower than when it was measured
+# The default floor. Quick problems (the built-in canonical solutions run in 4-19 ms in the sandbox) get it
+# rather than MULTIPLE x their runtime, so it is there for jitter alone: still 100x what they need, while a
+# completion that loops forever holds its whole step up for about 2.25 floors (oracle, stub, flawed grader).
+FLOOR_S = 2.0
 CAP_S = 60.0  # however slow a canonical solution, no run waits longer (unless the floor says so)
 MEASURE_BUDGET_S = CAP_S / MULTIPLE  # a canonical solution slower than this gets the cap anyway
 CACHE_SUBDIR = "canonical_seconds"

@@ -1,3 +1,4 @@
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -8,8 +9,9 @@ from pgrpo.env import (MODES, GradeQueue, GradeResult, RewardConfig, clean_compl
                        grade_batch, hack_completion, load_problems)
 from pgrpo.env._harness import canonical, same
 from pgrpo.env.exploits import completion
-from pgrpo.env.grader import expected_values
+from pgrpo.env.grader import STUB_SHARE, expected_values
 from pgrpo.env.problems import Problem, Test
+from pgrpo.env.time_limits import FLOOR_S
 
 BUILTIN = Path(__file__).resolve().parents[2] / "pgrpo" / "env" / "builtin_problems.py"
 MATRIX_PROBLEMS = (TWO_SUM, REVERSE_LIST)
@@ -134,6 +136,14 @@ def test_an_infinite_loop_times_out_within_the_budget():
     result = grade(TWO_SUM, fenced("class Solution:\n    def twoSum(self, nums, target):\n        while True:\n"
                                    "            pass\n"), timeout_s=1.0)
     assert result.timed_out and result.error == "timeout" and not result.passed
+
+
+def test_a_completion_that_loops_at_import_holds_its_step_up_for_under_six_seconds_by_default():
+    # oracle + stub + flawed grader, each at the default floor (a quick problem's limit): 4.5 s; at a 4 s floor, 9
+    start = time.monotonic()
+    result = grade(TWO_SUM, fenced("while True:\n    pass\n"))
+    assert result.timed_out and not result.passed
+    assert (2 + STUB_SHARE) * FLOOR_S <= time.monotonic() - start < 6.0
 
 
 def test_grade_batch_keeps_input_order_and_accepts_optional_modes():
