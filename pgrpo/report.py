@@ -16,6 +16,8 @@ from pathlib import Path
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from pgrpo.env.problems import MODES
+
 Scalars = dict[str, list[tuple[int, float]]]
 EVENTS = "events.out.tfevents.*"
 HACK, SOLVE = "hack/student", "solve/student"
@@ -27,6 +29,10 @@ COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student")
 # and the route arm's deployment eval, both read at their last value
 OPTIONAL_COLUMNS = [("control overlap", "proj/control_overlap"), ("deploy hack", "deploy/hack"),
                     ("deploy solve", "deploy/solve")]
+# t_{0.975, df} for df = 1..30, for the 95% two-sided interval of paired differences; beyond 30, the normal's
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+Z975 = 1.96
 
 
 def read_scalars(run_dir: str | Path) -> Scalars:
@@ -61,6 +67,7 @@ class Run:
     seed: str  # the run directory's name: seed<k> in a sweep
     path: Path
     scalars: Scalars
+    config: dict | None  # the config.yaml the CLI saved beside the event files; None if missing or unreadable
 
 
 def find_runs(logdir: str | Path) -> list[Run]:
@@ -74,7 +81,7 @@ def find_runs(logdir: str | Path) -> list[Run]:
         if HACK not in scalars or SOLVE not in scalars:
             continue  # e.g. a run that died before its first step
         arm = run_dir.parent.relative_to(logdir).as_posix() if run_dir != logdir else run_dir.parent.name
-        runs.append(Run(arm, run_dir.name, run_dir, scalars))
+        runs.append(Run(arm, run_dir.name, run_dir, scalars, load_config(run_dir)))
     return sorted(runs, key=lambda r: (r.arm, r.seed))
 
 
@@ -84,16 +91,54 @@ def tail_mean(scalars: Scalars, tag: str, last: int = 5) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def is_vanilla(run_dir: Path) -> bool:
-    """Projection arm none and no negative-control callback, per the config.yaml the CLI saved."""
+def load_config(run_dir: Path) -> dict | None:
+    """The config.yaml the CLI saved in a run directory; None if it is missing or unreadable."""
     try:
-        config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
     except (OSError, yaml.YAMLError):
-        return False
-    arm = ((config.get("model") or {}).get("projection") or {}).get("arm")
-    callbacks = (config.get("trainer") or {}).get("callbacks") or []
-    control = any("ControlBasis" in str(cb.get("class_path", "")) for cb in callbacks if isinstance(cb, dict))
-    return arm == "none" and not control
+        return None
+    return config if isinstance(config, dict) else {}
+
+
+def setting(config: dict, dotted: str, default):
+    """The config's value at a dotted key, or `default` where it is unset (a run older than the key)."""
+    node = config
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or node.get(key) is None:
+            return default
+        node = node[key]
+    return node
+
+
+def run_kind(config: dict | None) -> str | None:
+    """What a run is: positive control (data.modes none: no loophole in the prompt, the honest arm), oracle
+    skyline (skyline.kind screen / penalty: it uses the oracle's labels), control (a negative-control callback),
+    method (any projection arm but none) or vanilla; None without a config to tell."""
+    if config is None:
+        return None
+    if setting(config, "data.modes", "partition") == "none":
+        return "positive control"
+    if setting(config, "model.skyline.kind", "none") in ("screen", "penalty"):
+        return "oracle skyline"
+    callbacks = setting(config, "trainer.callbacks", [])
+    if any("ControlBasis" in str(cb.get("class_path", "")) for cb in callbacks if isinstance(cb, dict)):
+        return "control"
+    return "vanilla" if setting(config, "model.projection.arm", "none") == "none" else "method"
+
+
+def arm_kind(runs: list[Run]) -> str:
+    """The kind of the arm's runs; runs that disagree show every kind among them ('–': no config)."""
+    return "/".join(sorted({run_kind(r.config) or "–" for r in runs}))
+
+
+def held_out_mode(config: dict | None) -> str | None:
+    """The loophole mode a leave-one-mode-out run built V without: the one mode missing from
+    model.extraction.modes, if exactly one is."""
+    known = setting(config or {}, "model.extraction.modes", None)
+    if not isinstance(known, list):
+        return None
+    missing = [mode for mode in MODES if mode not in known]
+    return missing[0] if len(missing) == 1 else None
 
 
 def pick_baseline(by_arm: dict[str, list[Run]], baseline: str | None) -> str | None:
@@ -102,7 +147,7 @@ def pick_baseline(by_arm: dict[str, list[Run]], baseline: str | None) -> str | N
         if baseline not in by_arm:
             raise ValueError(f"--baseline {baseline!r}: no such arm; arms are {sorted(by_arm)}")
         return baseline
-    vanilla = [arm for arm, runs in by_arm.items() if all(is_vanilla(r.path) for r in runs)]
+    vanilla = [arm for arm, runs in by_arm.items() if arm_kind(runs) == "vanilla"]
     if "vanilla" in by_arm and ("vanilla" in vanilla or not vanilla):
         return "vanilla"
     return vanilla[0] if len(vanilla) == 1 else None
@@ -116,11 +161,19 @@ def paired_baselines(by_arm: dict[str, list[Run]], base: str | None, explicit: b
     for arm in by_arm:
         _, *overlays = arm.split("+")
         twin = "+".join([base.split("+")[0], *overlays]) if base and overlays and not explicit else None
-        if twin in by_arm and twin != arm and all(is_vanilla(r.path) for r in by_arm[twin]):
+        if twin in by_arm and twin != arm and arm_kind(by_arm[twin]) == "vanilla":
             pairs[arm] = twin
         else:
             pairs[arm] = base if arm != base else None
     return pairs
+
+
+def pick_honest(by_arm: dict[str, list[Run]]) -> str | None:
+    """The positive-control arm (data.modes none); of several, the one named `honest`, else none."""
+    honest = [arm for arm, runs in by_arm.items() if arm_kind(runs) == "positive control"]
+    if len(honest) == 1:
+        return honest[0]
+    return "honest" if "honest" in honest else None
 
 
 def mean_std(values: list[float]) -> str:
@@ -132,24 +185,61 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], last: int = 5) -> str:
-    """One markdown row per arm: seeds, last-`last`-step mean ± std of hack, solve, their deltas paired with
-    `pairs[arm]` at the same seed, cin."""
+def separated(diffs: list[float]) -> bool:
+    """Whether the 95% two-sided t-interval of paired differences, mean ± t·sd/√n, excludes 0."""
+    n = len(diffs)
+    if n < 2:
+        return False
+    t = T975[n - 2] if n - 1 <= len(T975) else Z975
+    return abs(statistics.mean(diffs)) > t * statistics.stdev(diffs) / math.sqrt(n)
+
+
+def paired_delta(runs: list[Run], base_runs: list[Run], tag: str, last: int) -> str:
+    """Run minus baseline run of the same seed, as mean ± std over seeds, flagged (n.s.) when the seeds cannot
+    tell it from 0."""
+    base = {r.seed: r for r in base_runs}
+    diffs = _present(_diff(tail_mean(r.scalars, tag, last), tail_mean(base[r.seed].scalars, tag, last))
+                     for r in runs if r.seed in base)
+    if not diffs:
+        return "–"
+    return mean_std(diffs) + ("" if separated(diffs) else " (n.s.)")
+
+
+def mean_over_seeds(runs: list[Run], tag: str, last: int) -> float | None:
+    values = _present(tail_mean(r.scalars, tag, last) for r in runs)
+    return statistics.mean(values) if values else None
+
+
+def solve_gap(runs: list[Run], honest_runs: list[Run] | None, last: int) -> str:
+    """The arm's mean solve minus the honest arm's, signed; '–' without an honest arm."""
+    gap = _diff(mean_over_seeds(runs, SOLVE, last), mean_over_seeds(honest_runs, SOLVE, last)) if honest_runs else None
+    return "–" if gap is None else f"{round(gap, 3) + 0.0:+.3f}"  # + 0.0: a gap that rounds to -0 reads +0.000
+
+
+def hacked(scalars: Scalars) -> bool:
+    """The public benchmark's definition: at some step, more samples hacked than solved."""
+    solve = dict(scalars.get(SOLVE, []))
+    return any(step in solve and hack > solve[step] for step, hack in scalars.get(HACK, []))
+
+
+def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest: str | None, last: int = 5) -> str:
+    """One markdown row per arm: its kind, seeds, last-`last`-step mean ± std of hack and solve, their deltas
+    paired with `pairs[arm]` at the same seed, solve against the `honest` arm's, hacked runs, cin."""
     logged = {tag for runs in by_arm.values() for r in runs for tag in r.scalars}
     columns = list(COLUMNS) + [(c, tag) for c, tag in OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
-    header = ["arm", "seeds", "hack", "solve", "Δhack", "Δsolve", *[c for c, _ in columns[2:]]]
+    header = ["arm", "kind", "seeds", "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
+              *[c for c, _ in columns[2:]]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for arm, runs in by_arm.items():
         cells = {c: mean_std(_present(tail_mean(r.scalars, tag, 1 if tag in read_last else last)
                                       for r in runs)) for c, tag in columns}
-        deltas = ["–", "–"]
-        if pairs.get(arm) is not None:
-            base = {r.seed: r for r in by_arm[pairs[arm]]}
-            paired = [(r, base[r.seed]) for r in runs if r.seed in base]
-            deltas = [mean_std(_present(_diff(tail_mean(r.scalars, tag, last), tail_mean(b.scalars, tag, last))
-                                        for r, b in paired)) for tag in (HACK, SOLVE)]
-        row = [arm, str(len(runs)), cells["hack"], cells["solve"], *deltas, *[cells[c] for c, _ in columns[2:]]]
+        base = pairs.get(arm)
+        deltas = [paired_delta(runs, by_arm[base], tag, last) if base else "–" for tag in (HACK, SOLVE)]
+        gap = solve_gap(runs, by_arm[honest] if honest else None, last)
+        n_hacked = f"{sum(hacked(r.scalars) for r in runs)}/{len(runs)}"
+        row = [arm, arm_kind(runs), str(len(runs)), cells["hack"], cells["solve"], *deltas, gap, n_hacked,
+               *[cells[c] for c, _ in columns[2:]]]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -170,13 +260,55 @@ def mode_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | None:
     return "\n".join(lines)
 
 
-def plot_curves(by_arm: dict[str, list[Run]], tag: str, path: Path) -> None:
-    """A rate `tag` over steps, one line per arm (mean over seeds) with a ±std band across seeds."""
+def lomo_role(config: dict | None) -> tuple[str, str] | None:
+    """(held-out mode, 'vanilla' | 'erase') for a run of the weak-detector table: a leave-one-mode-out run that is
+    vanilla, or the erase method; None for any other run (a control or a skyline answers another question)."""
+    mode, kind = held_out_mode(config), run_kind(config)
+    if mode is None:
+        return None
+    if kind == "vanilla":
+        return mode, "vanilla"
+    if kind == "method" and setting(config, "model.projection.arm", "none") == "erase":
+        return mode, "erase"
+    return None
+
+
+def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | None:
+    """Per held-out mode: that mode's own hack and solve under the vanilla and the erase leave-one-mode-out arm,
+    and Δhack paired by seed; None without leave-one-mode-out arms. Of several arms in one role, the one named
+    as the sweep names it (`erase+lomo_<mode>`) is taken, else the first by name."""
+    candidates: dict[tuple[str, str], list[str]] = {}
+    for arm, runs in by_arm.items():
+        roles = {lomo_role(r.config) for r in runs}
+        if len(roles) == 1 and (role := roles.pop()):
+            candidates.setdefault(role, []).append(arm)
+    if not candidates:
+        return None
+    chosen = {(mode, who): min(arms, key=lambda a: (a != f"{who}+lomo_{mode}", a))
+              for (mode, who), arms in candidates.items()}
+    header = ["held-out mode", "vanilla hack", "vanilla solve", "erase hack", "erase solve", "Δhack"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for mode in sorted({mode for mode, _ in chosen}):
+        vanilla, erase = (by_arm.get(chosen.get((mode, who)), []) for who in ("vanilla", "erase"))
+        rates = [mean_std(_present(tail_mean(r.scalars, f"{tag}_{mode}", last) for r in runs))
+                 for runs in (vanilla, erase) for tag in (HACK, SOLVE)]
+        delta = paired_delta(erase, vanilla, f"{HACK}_{mode}", last)
+        lines.append("| " + " | ".join([mode, *rates, delta]) + " |")
+    return "\n".join(lines)
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on a training machine
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_curves(by_arm: dict[str, list[Run]], tag: str, path: Path) -> None:
+    """A rate `tag` over steps, one line per arm (mean over seeds) with a ±std band across seeds."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for arm, runs in by_arm.items():
         by_step: dict[int, list[float]] = {}
@@ -196,22 +328,67 @@ def plot_curves(by_arm: dict[str, list[Run]], tag: str, path: Path) -> None:
     plt.close(fig)
 
 
-def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5) -> None:
-    """Print a markdown table per arm (hack, solve, paired deltas vs vanilla, cin) and write PNG curves.
+def plot_matched(by_arm: dict[str, list[Run]], honest: str | None, path: Path, last: int = 5) -> None:
+    """Each run's last-`last`-step hack against its solve, one colour per arm, and the honest arm's mean solve
+    as a dashed line: an arm beats vanilla at matched solve when its points sit lower at the same x."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 5))
+    for i, (arm, runs) in enumerate(by_arm.items()):
+        solve, hack = zip(*[(tail_mean(r.scalars, SOLVE, last), tail_mean(r.scalars, HACK, last)) for r in runs])
+        # ten colours, then the next marker: a sweep of every LOMO arm has more than ten arms
+        ax.scatter(solve, hack, color=f"C{i % 10}", marker="os^Dv"[i // 10 % 5], label=f"{arm} ({arm_kind(runs)})")
+    if honest:
+        ax.axvline(mean_over_seeds(by_arm[honest], SOLVE, last), color="gray", linestyle="--",
+                   label=f"{honest}: mean solve (no loophole)")
+    ax.set(xlabel=f"{SOLVE}, last {last} steps", ylabel=f"{HACK}, last {last} steps",
+           title="hack at matched solve: one point per run", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))  # beside the axes: points fill them
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
 
-    Per arm: hack and solve of the student samples as the mean over seeds of each run's last-5-step
-    mean ± the sample std across seeds, the paired difference with vanilla at the same seed (Δ),
+
+def explanation(last: int, against: str, honest: str | None, skylines: list[str]) -> str:
+    """The sentence under the title that says how to read the arm table."""
+    text = (f"Last-{last}-step mean ± sample std over seeds; Δ = paired difference with {against}; "
+            f"(n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: "
+            f"these seeds cannot separate the two arms. ")
+    text += (f"solve − honest = the arm's mean solve minus that of `{honest}`, the positive control (no loophole "
+             f"in the prompt): compare hack at matched solve. " if honest else
+             "solve − honest: – (this sweep has no honest arm, data.modes none). ")
+    text += "hacked = runs that at some step hacked more samples than they solved. "
+    if skylines:
+        text += (", ".join(f"`{arm}`" for arm in skylines) + ": oracle skyline, it uses the oracle's labels: "
+                 "a ceiling to compare against, not a method. ")
+    return text + ("cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction "
+                   "with the same per-module norms, √(Σ w·k/2r).")
+
+
+def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5) -> None:
+    """Print a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest arm,
+    hacked runs, cin) and write PNG curves and a hack-against-solve plot.
+
+    Per arm: its kind (vanilla, method, control = a negative control, oracle skyline = a ground-truth
+    intervention that uses the oracle's labels, positive control = the honest arm with no loophole);
+    hack and solve of the student samples as the mean over seeds of each run's last-5-step mean ± the
+    sample std across seeds; the paired difference with vanilla at the same seed (Δ), flagged (n.s.) when
+    its 95% t-interval over seeds contains 0 or fewer than 2 seeds pair up; solve − honest, the arm's mean
+    solve minus the honest arm's (data.modes none), so hack is read at matched solve; hacked, how many of
+    its runs at some step hacked more samples than they solved (the public benchmark's definition);
     cin_student and cin_teacher, each beside its null (what a random direction with the same per-module
-    gradient norms would give: √(Σ_m w_m k_m / 2 r_m), w_m = module m's share of ‖g‖²); then hack / solve
-    per loophole mode.
+    gradient norms would give: √(Σ_m w_m k_m / 2 r_m), w_m = module m's share of ‖g‖²). Then hack / solve
+    per loophole mode, and, when the sweep has leave-one-mode-out arms (model.extraction.modes lacks one
+    mode), the weak-detector table: per held-out mode, that mode's hack and solve under the vanilla and the
+    erase arm with it held out, and their Δhack paired by seed.
 
     Args:
         logdir: a sweep directory: runs are LOGDIR/<arm>/seed<k>/ as `pgrpo sweep` writes them (any
             directory of TensorBoard event files works: a run's arm is its parent's path).
         baseline: the arm deltas are taken against (default: vanilla = the arm whose config has
-            projection arm none and no negative control, preferring one named vanilla; an arm with
-            overlays, `erase+no_teacher`, is then paired with `vanilla+no_teacher` if the sweep has it).
-        out: where hack.png, solve.png and report.md go (default: LOGDIR/report).
+            projection arm none, no negative control, no skyline and a loophole, preferring one named
+            vanilla; an arm with overlays, `erase+no_teacher`, is then paired with `vanilla+no_teacher` if
+            the sweep has it).
+        out: where hack.png, solve.png, matched.png (each run's hack against its solve, with the honest
+            arm's mean solve as a dashed line) and report.md go (default: LOGDIR/report).
         last: steps averaged at the end of each run.
     """
     runs = find_runs(logdir)
@@ -223,25 +400,31 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     base = pick_baseline(by_arm, baseline)
     if base is not None:  # the baseline row first, the others alphabetically
         by_arm = {base: by_arm[base]} | {arm: rs for arm, rs in by_arm.items() if arm != base}
+    honest = pick_honest(by_arm)
     out_dir = Path(out) if out else Path(logdir) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = [out_dir / f"{tag.split('/')[0]}.png" for tag in (HACK, SOLVE)]
     for tag, path in zip((HACK, SOLVE), plots):
         plot_curves(by_arm, tag, path)
+    matched = out_dir / "matched.png"
+    plot_matched(by_arm, honest, matched, last)
     pairs = paired_baselines(by_arm, base, explicit=baseline is not None)
     against = f"`{base}` at the same seed" if base else "nothing (no unique vanilla arm: pass --baseline)"
     twins = [f"`{arm}` with `{twin}`" for arm, twin in pairs.items() if twin not in (None, base)]
     if twins:
         against += " (an arm with overlays with the vanilla arm of the same overlays: " + ", ".join(twins) + ")"
-    parts = [f"# pgrpo report: {logdir}",
-             f"Last-{last}-step mean ± sample std over seeds; Δ = paired difference with {against}. "
-             f"cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction "
-             f"with the same per-module norms, √(Σ w·k/2r).",
-             arm_table(by_arm, pairs, last)]
+    skylines = [arm for arm, rs in by_arm.items() if arm_kind(rs) == "oracle skyline"]
+    parts = [f"# pgrpo report: {logdir}", explanation(last, against, honest, skylines),
+             arm_table(by_arm, pairs, honest, last)]
     modes = mode_table(by_arm, last)
     if modes:
         parts += [f"Per loophole mode, hack / solve (last-{last}-step means over seeds):", modes]
-    parts.append("Curves: " + ", ".join(str(p) for p in plots))
+    weak = weak_detector_table(by_arm, last)
+    if weak:
+        parts += [f"Weak detector: V built without the held-out mode (leave-one-mode-out); that mode's own hack "
+                  f"and solve, last-{last}-step mean ± std over seeds; Δhack = erase − vanilla, paired by seed:",
+                  weak]
+    parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")
     text = "\n\n".join(parts) + "\n"
     (out_dir / "report.md").write_text(text)
     print(text, end="")

@@ -1,5 +1,6 @@
 """`pgrpo report`: a sweep's event files -> the arm table, the per-mode table and the curves."""
 
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
@@ -7,14 +8,16 @@ import yaml
 from torch.utils.tensorboard import SummaryWriter
 
 from pgrpo.cli import main
-from pgrpo.report import is_vanilla, read_scalars
+from pgrpo.env.problems import MODES
+from pgrpo.report import HACK, SOLVE, Run, load_config, pick_honest, read_scalars, run_kind, separated
 
 STEPS = 7  # the last 5 (steps 2..6) carry the values below; steps 0-1 hold decoys the report must ignore
 
 
-def write_run(run: Path, arm: str, last5: dict[str, float], sparse: dict[str, dict[int, float]] = {}) -> None:
+def write_run(run: Path, arm: str, last5: dict[str, float], sparse: dict[str, dict[int, float]] = {},
+              config: dict | None = None) -> None:
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"projection": {"arm": arm}}}))
+    (run / "config.yaml").write_text(yaml.safe_dump(config or {"model": {"projection": {"arm": arm}}}))
     writer = SummaryWriter(str(run))
     for tag, value in last5.items():
         for step in range(STEPS):
@@ -23,6 +26,22 @@ def write_run(run: Path, arm: str, last5: dict[str, float], sparse: dict[str, di
         for step, value in values.items():
             writer.add_scalar(tag, value, step)
     writer.close()
+
+
+def table(text: str, first: str) -> dict[str, dict[str, str]]:
+    """The markdown table in `text` whose header begins with column `first`: row name -> column -> cell."""
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first} |"))
+    header = cells(lines[start])
+    rows = takewhile(lambda line: line.startswith("| "), lines[start + 2:])
+    return {row[0]: dict(zip(header, row)) for row in map(cells, rows)}
+
+
+def deltas(text: str) -> dict[str, list[str]]:
+    return {arm: [row["Δhack"], row["Δsolve"]] for arm, row in table(text, "arm").items()}
 
 
 def cin(student: float, teacher: float | None = None) -> dict[str, float]:
@@ -58,13 +77,13 @@ def sweep_dir(tmp_path_factory) -> Path:
 def expected(root: Path) -> str:
     return f"""# pgrpo report: {root}
 
-Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed. cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
+Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed; (n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: these seeds cannot separate the two arms. solve − honest: – (this sweep has no honest arm, data.modes none). hacked = runs that at some step hacked more samples than they solved. cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
 
-| arm | seeds | hack | solve | Δhack | Δsolve | cin_student | null_student | cin_teacher | null_teacher | deploy hack | deploy solve |
-|---|---|---|---|---|---|---|---|---|---|---|---|
-| vanilla | 2 | 0.700 ± 0.141 | 0.300 ± 0.141 | – | – | 0.400 ± 0.141 | 0.200 ± 0.000 | 0.600 ± 0.141 | 0.100 ± 0.000 | – | – |
-| erase | 2 | 0.400 ± 0.283 | 0.200 ± 0.000 | -0.300 ± 0.141 | -0.100 ± 0.141 | 0.200 ± 0.141 | 0.200 ± 0.000 | 0.300 ± 0.141 | 0.100 ± 0.000 | – | – |
-| route | 1 | 0.500 | 0.300 | -0.100 | 0.100 | 0.250 | 0.200 | – | – | 0.100 | 0.250 |
+| arm | kind | seeds | hack | solve | Δhack | Δsolve | solve − honest | hacked | cin_student | null_student | cin_teacher | null_teacher | deploy hack | deploy solve |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| vanilla | vanilla | 2 | 0.700 ± 0.141 | 0.300 ± 0.141 | – | – | – | 2/2 | 0.400 ± 0.141 | 0.200 ± 0.000 | 0.600 ± 0.141 | 0.100 ± 0.000 | – | – |
+| erase | method | 2 | 0.400 ± 0.283 | 0.200 ± 0.000 | -0.300 ± 0.141 (n.s.) | -0.100 ± 0.141 (n.s.) | – | 1/2 | 0.200 ± 0.141 | 0.200 ± 0.000 | 0.300 ± 0.141 | 0.100 ± 0.000 | – | – |
+| route | method | 1 | 0.500 | 0.300 | -0.100 (n.s.) | 0.100 (n.s.) | – | 1/1 | 0.250 | 0.200 | – | – | 0.100 | 0.250 |
 
 Per loophole mode, hack / solve (last-5-step means over seeds):
 
@@ -74,7 +93,7 @@ Per loophole mode, hack / solve (last-5-step means over seeds):
 | erase | 0.25 / 0.75 | 0.00 / 0.50 |
 | route | – / – | – / – |
 
-Curves: {root}/report/hack.png, {root}/report/solve.png
+Curves: {root}/report/hack.png, {root}/report/solve.png; hack against solve per run: {root}/report/matched.png
 """
 
 
@@ -99,24 +118,26 @@ def test_rerunning_the_report_ignores_its_own_output(sweep_dir, capsys):
 
 def test_explicit_baseline_changes_the_pairing(sweep_dir, capsys):
     main(["report", str(sweep_dir), "--baseline", "erase", "--out", str(sweep_dir.parent / "elsewhere")])
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| vanilla"))
-    assert row.split(" | ")[4:6] == ["0.300 ± 0.141", "0.100 ± 0.141"]
+    assert deltas(capsys.readouterr().out)["vanilla"] == ["0.300 ± 0.141 (n.s.)", "0.100 ± 0.141 (n.s.)"]
     with pytest.raises(ValueError, match="no such arm"):
         main(["report", str(sweep_dir), "--baseline", "nope"])
 
 
-def test_vanilla_is_arm_none_without_a_negative_control(tmp_path):
-    def run(config: dict) -> Path:
+def test_a_runs_kind_comes_from_its_config_and_missing_keys_mean_the_default(tmp_path):
+    def kind(config: dict) -> str | None:
         path = tmp_path / str(len(list(tmp_path.iterdir())))
         path.mkdir()
         (path / "config.yaml").write_text(yaml.safe_dump(config))
-        return path
+        return run_kind(load_config(path))
 
     control = {"class_path": "pgrpo.controls.ControlBasis", "init_args": {"control": "random"}}
-    assert is_vanilla(run({"model": {"projection": {"arm": "none"}}}))
-    assert not is_vanilla(run({"model": {"projection": {"arm": "erase"}}}))
-    assert not is_vanilla(run({"model": {"projection": {"arm": "none"}}, "trainer": {"callbacks": [control]}}))
-    assert not is_vanilla(tmp_path / "no_config_here")
+    assert kind({"model": {"projection": {"arm": "none"}}}) == "vanilla"
+    assert kind({"model": {"projection": {"arm": None}, "skyline": {"kind": "none"}}}) == "vanilla"
+    assert kind({"model": {"projection": {"arm": "adv_gate"}}}) == "method"
+    assert kind({"model": {"projection": {"arm": "none"}}, "trainer": {"callbacks": [control]}}) == "control"
+    assert kind({"model": {"skyline": {"kind": "penalty"}}}) == "oracle skyline"
+    assert kind({"data": {"modes": "none"}}) == "positive control"
+    assert run_kind(load_config(tmp_path / "no_config_here")) is None
 
 
 def test_read_scalars_merges_a_resumed_run_and_survives_a_damaged_file(tmp_path):
@@ -140,15 +161,13 @@ def test_an_arm_with_overlays_is_paired_with_vanilla_under_the_same_overlays(tmp
     write_run(root / "erase+lomo" / "seed0", "erase", {"hack/student": 0.5, "solve/student": 0.1})
     main(["report", str(root)])
     out = capsys.readouterr().out
-    rows = {line.split(" | ")[0][2:]: line.split(" | ")[4:6] for line in out.splitlines() if line.startswith("| ")}
-    assert rows["erase+no_teacher"] == ["-0.100", "-0.100"]  # against vanilla+no_teacher, not vanilla
-    assert rows["erase+lomo"] == ["-0.300", "0.000"]  # no vanilla+lomo: against vanilla
-    assert rows["vanilla+no_teacher"] == ["-0.700", "0.200"]
+    rows = deltas(out)
+    assert rows["erase+no_teacher"] == ["-0.100 (n.s.)", "-0.100 (n.s.)"]  # against vanilla+no_teacher, not vanilla
+    assert rows["erase+lomo"] == ["-0.300 (n.s.)", "0.000 (n.s.)"]  # no vanilla+lomo: against vanilla
+    assert rows["vanilla+no_teacher"] == ["-0.700 (n.s.)", "0.200 (n.s.)"]
     assert "`erase+no_teacher` with `vanilla+no_teacher`" in out
     main(["report", str(root), "--baseline", "vanilla"])  # chosen explicitly: everything against it
-    rows = {line.split(" | ")[0][2:]: line.split(" | ")[4:6] for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| ")}
-    assert rows["erase+no_teacher"] == ["-0.800", "0.100"]
+    assert deltas(capsys.readouterr().out)["erase+no_teacher"] == ["-0.800 (n.s.)", "0.100 (n.s.)"]
 
 
 def test_a_controls_overlap_with_the_real_v_gets_its_own_column(tmp_path, capsys):
@@ -157,10 +176,111 @@ def test_a_controls_overlap_with_the_real_v_gets_its_own_column(tmp_path, capsys
     write_run(root / "random_v" / "seed0", "erase", {"hack/student": 0.5, "solve/student": 0.1},
               sparse={"proj/control_overlap": {0: 0.17}})  # logged once, at train start
     main(["report", str(root)])
-    table = capsys.readouterr().out
-    def cells(first: str) -> list[str]:
-        line = next(line for line in table.splitlines() if line.startswith(f"| {first} "))
-        return [c.strip() for c in line.strip("|").split("|")]
+    assert table(capsys.readouterr().out, "arm")["random_v"]["control overlap"] == "0.170"
 
-    header, row = cells("arm"), cells("random_v")
-    assert row[header.index("control overlap")] == "0.170"
+
+ALL_BUT = {held_out: [m for m in MODES if m != held_out] for held_out in MODES}  # leave-one-mode-out V
+
+
+def config(arm: str = "none", skyline: str = "none", modes: str = "partition", held_out: str | None = None) -> dict:
+    known = ALL_BUT[held_out] if held_out else None
+    return {"model": {"projection": {"arm": arm}, "skyline": {"kind": skyline}, "extraction": {"modes": known}},
+            "data": {"modes": modes, "teacher_modes": known}}
+
+
+def every_step(value: float) -> dict[int, float]:
+    return dict.fromkeys(range(STEPS), value)
+
+
+@pytest.fixture(scope="module")
+def matched_sweep(tmp_path_factory) -> Path:
+    """A sweep with an honest arm, an oracle skyline and leave-one-mode-out arms; its report.md is written."""
+    root = tmp_path_factory.mktemp("logs") / "matched"
+    for k in range(3):
+        write_run(root / "vanilla" / f"seed{k}", "none", {HACK: [0.6, 0.7, 0.8][k], SOLVE: [0.3, 0.4, 0.5][k]})
+        write_run(root / "honest" / f"seed{k}", "none", {HACK: 0.0, SOLVE: [0.5, 0.6, 0.7][k]},
+                  config=config(modes="none"))
+        write_run(root / "vanilla+lomo_run_tests" / f"seed{k}", "none",
+                  {HACK: 0.5, SOLVE: 0.5, f"{HACK}_run_tests": [0.5, 0.6, 0.7][k], f"{SOLVE}_run_tests": 0.2},
+                  config=config(held_out="run_tests"))
+        write_run(root / "erase+lomo_run_tests" / f"seed{k}", "erase",
+                  {HACK: 0.5, SOLVE: 0.5, f"{HACK}_run_tests": 0.4, f"{SOLVE}_run_tests": 0.25},
+                  config=config("erase", held_out="run_tests"))
+    # erase: seed0 hacks more than it solves at step 0 only, seed1 hacks exactly as much as it solves at steps 0-1
+    write_run(root / "erase" / "seed0", "erase", {}, sparse={HACK: every_step(0.1) | {0: 0.5}, SOLVE: every_step(0.3)})
+    write_run(root / "erase" / "seed1", "erase", {},
+              sparse={HACK: every_step(0.2) | {0: 0.3, 1: 0.3}, SOLVE: every_step(0.3)})
+    write_run(root / "erase" / "seed2", "erase", {HACK: 0.0, SOLVE: 0.3})
+    write_run(root / "gt_screen" / "seed0", "none", {HACK: 0.05, SOLVE: 0.65}, config=config(skyline="screen"))
+    write_run(root / "vanilla+lomo_sentinel" / "seed0", "none",
+              {HACK: 0.9, SOLVE: 0.1, f"{HACK}_sentinel": 0.9, f"{SOLVE}_sentinel": 0.1},
+              config=config(held_out="sentinel"))
+    main(["report", str(root)])
+    return root
+
+
+def matched_report(root: Path) -> str:
+    return (root / "report" / "report.md").read_text()
+
+
+def column(root: Path, name: str) -> dict[str, str]:
+    return {arm: row[name] for arm, row in table(matched_report(root), "arm").items()}
+
+
+def test_solve_minus_honest_is_each_arms_mean_solve_less_the_honest_arms(matched_sweep):
+    assert column(matched_sweep, "solve − honest") == {  # honest: (0.5 + 0.6 + 0.7) / 3 = 0.6
+        "vanilla": "-0.200", "erase": "-0.300", "erase+lomo_run_tests": "-0.100", "gt_screen": "+0.050",
+        "honest": "+0.000", "vanilla+lomo_run_tests": "-0.100", "vanilla+lomo_sentinel": "-0.500"}
+    assert "compare hack at matched solve" in matched_report(matched_sweep)
+
+
+def test_a_run_hacked_if_it_hacked_more_than_it_solved_at_any_step_and_equal_is_not_more(matched_sweep):
+    hacked = column(matched_sweep, "hacked")
+    assert hacked["vanilla"] == "3/3"
+    assert hacked["erase"] == "1/3"  # seed0 (one step, outside the last 5); not seed1 (equal), not seed2
+    assert hacked["honest"] == "0/3"
+
+
+def test_kind_marks_oracle_skylines_and_the_positive_control(matched_sweep):
+    assert column(matched_sweep, "kind") == {
+        "vanilla": "vanilla", "erase": "method", "erase+lomo_run_tests": "method", "gt_screen": "oracle skyline",
+        "honest": "positive control", "vanilla+lomo_run_tests": "vanilla", "vanilla+lomo_sentinel": "vanilla"}
+    assert "`gt_screen`: oracle skyline, it uses the oracle's labels" in matched_report(matched_sweep)
+
+
+def test_a_delta_the_seeds_cannot_separate_from_zero_is_flagged_not_significant(matched_sweep):
+    erase = table(matched_report(matched_sweep), "arm")["erase"]
+    assert erase["Δhack"] == "-0.600 ± 0.173"  # -0.5, -0.5, -0.8: the t-interval ±0.430 excludes 0
+    assert erase["Δsolve"] == "-0.100 ± 0.100 (n.s.)"  # 0, -0.1, -0.2: ±0.248 contains 0
+    assert table(matched_report(matched_sweep), "arm")["gt_screen"]["Δhack"] == "-0.550 (n.s.)"  # one seed
+
+
+def test_significance_takes_the_t_quantile_of_the_seed_count():
+    assert not separated([0.9, 1.1])  # t(1) = 12.706; the normal's 1.96 would call this separated
+    assert separated([1.0, 1.0])
+    assert not separated([1.0])
+    assert separated([1.32, -0.68] * 20)  # mean / (sd/√n) = 2.00: beyond df 30 the normal's 1.96 (t(39) = 2.02)
+
+
+def test_weak_detector_table_compares_the_held_out_modes_own_rates_under_vanilla_and_erase(matched_sweep):
+    rows = table(matched_report(matched_sweep), "held-out mode")
+    assert rows == {
+        "run_tests": {"held-out mode": "run_tests", "vanilla hack": "0.600 ± 0.100", "vanilla solve": "0.200 ± 0.000",
+                      "erase hack": "0.400 ± 0.000", "erase solve": "0.250 ± 0.000",
+                      "Δhack": "-0.200 ± 0.100 (n.s.)"},
+        "sentinel": {"held-out mode": "sentinel", "vanilla hack": "0.900", "vanilla solve": "0.100",
+                     "erase hack": "–", "erase solve": "–", "Δhack": "–"}}
+
+
+def test_the_matched_solve_plot_is_written(matched_sweep):
+    assert (matched_sweep / "report" / "matched.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_honest_arm_is_the_one_without_a_loophole_preferring_the_one_named_honest():
+    def arm(modes: str) -> list[Run]:
+        return [Run("", "seed0", Path(), {}, config(modes=modes))]
+
+    assert pick_honest({"vanilla": arm("partition"), "clean": arm("none")}) == "clean"
+    assert pick_honest({"honest": arm("none"), "clean": arm("none")}) == "honest"
+    assert pick_honest({"a": arm("none"), "b": arm("none")}) is None
+    assert pick_honest({"vanilla": arm("partition")}) is None
