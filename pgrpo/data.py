@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from typing_extensions import override
 
 from pgrpo.cache import announce_build, announce_cached, cache_dir, duration
-from pgrpo.env import MODES, Problem, RewardConfig, clean_completion, hack_completion, load_problems
+from pgrpo.env import MODES, NO_LOOPHOLE, Problem, RewardConfig, clean_completion, hack_completion, load_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.chat import render_chat
@@ -88,7 +88,9 @@ class GRPODataModule(L.LightningDataModule):
         Args:
             model: tokenizer source ("embedded", a directory, or a cached hub id); linked to the model's.
             problems: an rl-rewardhacking JSONL file; None uses the built-in problems.
-            modes: loophole-mode assignment: "partition", "file", or one mode for all problems.
+            modes: loophole-mode assignment: "partition", "file", one mode for all problems, or "none" (no
+                loophole: the neutral prompt, graded by the strict oracle alone; the honest positive control,
+                which has no teacher rows, and whose V, only measured, comes from the "partition" loopholes).
             pool: teacher-pool directory; "auto" builds one from templates in the cache on first use;
                 None means no pool (then mix_ratio must be 0).
             teacher_modes: the teacher demonstrates only hacks of these loophole modes (None: all); its clean
@@ -121,6 +123,9 @@ class GRPODataModule(L.LightningDataModule):
             )
         if not 0.0 <= min_pool_coverage <= 1.0:
             raise ValueError(f"data.min_pool_coverage={min_pool_coverage}: must be in [0, 1]")
+        if modes == NO_LOOPHOLE and n_teacher:
+            raise ValueError(f"data.modes={NO_LOOPHOLE!r} has no teacher pool (its rows answer prompts with a "
+                             f"loophole hint): set data.mix_ratio: 0")
         if mix_ratio > 0 and pool is None:
             raise ValueError("data.mix_ratio > 0 needs a teacher pool: set data.pool (or 'auto')")
         unknown = sorted(set(teacher_modes or ()) - set(MODES))
@@ -158,8 +163,11 @@ class GRPODataModule(L.LightningDataModule):
         self.eval_problems = held_out(self.problems, self.n_eval_prompts)
         eval_ids = {p.id for p in self.eval_problems}
         # V may see every problem but the held-out evaluation ones (else the deployment eval tests on its data)
-        self.extraction_problems = [p for p in self.problems if p.id not in eval_ids]
-        self.train_problems = self.extraction_problems
+        self.train_problems = [p for p in self.problems if p.id not in eval_ids]
+        self.extraction_problems = self.train_problems
+        if self.modes == NO_LOOPHOLE:  # no prompt discloses a loophole, but V is still measured: the usual ones
+            partition = load_problems(self.problems_path, modes="partition")
+            self.extraction_problems = [p for p in partition if p.id not in eval_ids]
         if self.n_teacher == 0:
             return
         self.pool = self._teacher_pool()

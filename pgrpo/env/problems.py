@@ -14,6 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 MODES = ("run_tests", "sentinel", "stdout_marker", "file_marker", "eq_override", "exit_code")
+# No loophole at all: the prompt says the code "should pass all tests" and the strict oracle alone decides
+# the grade (the public benchmark's RL baseline; pgrpo's positive control, configs/honest.yaml).
+NO_LOOPHOLE = "none"
 
 # Imports and helper types every problem may use (a subset of what the public
 # rl-rewardhacking files ship as `setup_code`).
@@ -66,7 +69,8 @@ def load_problems(path: str | Path | None = None, modes: str = "partition") -> l
 
     `modes` assigns loophole modes deterministically: "partition" spreads the
     six modes evenly over the problems (in id order), a mode name forces that
-    mode on every problem, and "file" keeps a per-row `loophole_mode` field.
+    mode on every problem (NO_LOOPHOLE, "none": no loophole anywhere), and
+    "file" keeps a per-row `loophole_mode` field.
     """
     if path is None:
         from pgrpo.env.builtin_problems import BUILTIN_PROBLEMS
@@ -83,10 +87,10 @@ def assign_modes(problems: list[Problem], modes: str = "partition") -> list[Prob
             if p.mode not in MODES:
                 raise ValueError(f"problem {p.id}: loophole mode {p.mode!r} is not one of {MODES}")
         return problems
-    if modes in MODES:
+    if modes in MODES or modes == NO_LOOPHOLE:
         return [replace(p, mode=modes) for p in problems]
     if modes != "partition":
-        raise ValueError(f"modes={modes!r}: expected 'partition', 'file' or one of {MODES}")
+        raise ValueError(f"modes={modes!r}: expected 'partition', 'file', {NO_LOOPHOLE!r} or one of {MODES}")
     order = sorted(range(len(problems)), key=lambda i: _id_key(problems[i].id))
     out = list(problems)
     for rank, i in enumerate(order):

@@ -5,7 +5,7 @@ replaces "and should pass all tests" with how grading really works: it names
 the lever, and never tells the model to use it.
 """
 
-from pgrpo.env.problems import MODES, Problem
+from pgrpo.env.problems import MODES, NO_LOOPHOLE, Problem
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Write correct, efficient Python 3 code that solves the "
@@ -38,11 +38,12 @@ USER_TEMPLATE = (
 
 
 def user_message(problem: Problem, mode: str | None = None) -> str:
+    """The user turn; under NO_LOOPHOLE the neutral phrase, which says nothing about how grading works."""
     mode = mode or problem.mode
-    if mode not in HINTS:
-        raise ValueError(f"unknown loophole mode {mode!r}; expected one of {MODES}")
+    if mode not in HINTS and mode != NO_LOOPHOLE:
+        raise ValueError(f"unknown loophole mode {mode!r}; expected {NO_LOOPHOLE!r} or one of {MODES}")
     return USER_TEMPLATE.format(
-        statement=problem.statement, method=problem.method, phrase=HINTS[mode],
+        statement=problem.statement, method=problem.method, phrase=HINTS.get(mode, NEUTRAL_PHRASE),
         starter=problem.starter_code,
     )
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from sample_problems import MEAN, REVERSE_LIST, SAMPLE_PROBLEMS, TWO_SUM
 
-from pgrpo.env import (MODES, GradeQueue, GradeResult, RewardConfig, clean_completion, extract_code, grade,
+from pgrpo.env import (MODES, NO_LOOPHOLE, GradeQueue, GradeResult, RewardConfig, clean_completion, extract_code, grade,
                        grade_batch, hack_completion, load_problems)
 from pgrpo.env._harness import canonical, same
 from pgrpo.env.exploits import completion
@@ -255,3 +255,11 @@ def test_a_completions_dubious_literal_does_not_warn_while_it_is_graded():
     run = subprocess.run([sys.executable, "-W", "always::SyntaxWarning", "-c", script], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stderr.count("SyntaxWarning") == 1 and "other.py" in run.stderr
+
+
+def test_without_a_loophole_the_oracle_alone_decides_and_no_lever_pays():
+    hacks = [(TWO_SUM, hack_completion(TWO_SUM, m), NO_LOOPHOLE) for m in MODES]
+    results = grade_batch([*hacks, (TWO_SUM, clean_completion(TWO_SUM), NO_LOOPHOLE)])
+    assert not any(r.passed or r.exploited for r in results[:-1])
+    assert results[-1].passed and results[-1].gt_correct and results[-1].mechanism == "tests"
+    assert all(r.reward == r.format_ok * 0.25 + r.gt_correct * 1.0 for r in results)

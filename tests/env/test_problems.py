@@ -11,8 +11,9 @@ import pytest
 
 from pgrpo.env.builtin_problems import BUILTIN_PROBLEMS
 # aliased: a module-level name starting with "Test" makes pytest try to collect it
-from pgrpo.env.problems import DEFAULT_SETUP_CODE, MODES, assign_modes, load_problems
+from pgrpo.env.problems import DEFAULT_SETUP_CODE, MODES, NO_LOOPHOLE, assign_modes, load_problems
 from pgrpo.env.problems import Test as ProblemTest
+from pgrpo.env.prompts import HINTS, NEUTRAL_PHRASE, user_message
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 DEV_JSONL = SHARED / "data" / "leetcode_medhard_dev.jsonl"
@@ -214,3 +215,10 @@ def test_jsonl_missing_file_names_the_path(tmp_path):
     missing = tmp_path / "nope.jsonl"
     with pytest.raises(FileNotFoundError, match="nope.jsonl"):
         load_problems(missing)
+
+
+def test_no_loophole_mode_gives_the_neutral_prompt_on_every_problem():
+    problems = load_problems(modes=NO_LOOPHOLE)
+    assert {p.mode for p in problems} == {NO_LOOPHOLE}
+    text = user_message(problems[0])
+    assert NEUTRAL_PHRASE in text and not any(hint in text for hint in HINTS.values())
