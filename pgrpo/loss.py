@@ -1,5 +1,6 @@
 """GRPO loss family: group advantages, memory-efficient token logprobs, clipped policy loss with KL."""
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -12,27 +13,36 @@ KLEstimator = Literal["k1", "k2", "k3"]
 Reduction = Literal["drgrpo", "grpo"]
 
 
-def group_advantages(rewards: Tensor, scale: AdvantageScale = "none", eps: float = 1e-6) -> tuple[Tensor, Tensor]:
+def group_advantages(rewards: Tensor, scale: AdvantageScale = "none", eps: float = 1e-6,
+                     keep: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Group-relative advantages for rewards (P, G): P prompts, G completions each.
 
     scale="none" is Dr.GRPO (A = R − group mean); "group" is classic GRPO
     (divide by the group std, unbiased, + eps); "batch" centres per group and
     divides by the std of all rewards in the batch (TRL's scale_rewards="batch").
-    Returns (advantages (P, G), zero_std (P,) bool): groups with max − min < eps
-    carry no signal, get A = 0 and are flagged (their mean is frac_reward_zero_std).
+    keep (P, G) bool, if given, says which rows enter the statistics; the others
+    get A = 0 (ground-truth screening, see skyline.py).
+    Returns (advantages (P, G), zero_std (P,) bool): groups whose kept rewards
+    span less than eps (or that keep fewer than 2 rows) carry no signal, get
+    A = 0 and are flagged (their mean is frac_reward_zero_std).
     """
     if rewards.dim() != 2 or rewards.shape[1] < 2:
         raise ValueError(f"rewards must be (prompts, group>=2), got shape {tuple(rewards.shape)}")
     if scale not in ("none", "group", "batch"):
         raise ValueError(f"scale must be 'none', 'group' or 'batch', got {scale!r}")
     rewards = rewards.float()
-    zero_std = (rewards.amax(1) - rewards.amin(1)) < eps  # (P,)
-    advantages = rewards - rewards.mean(1, keepdim=True)  # (P, G)
+    keep = torch.ones_like(rewards, dtype=torch.bool) if keep is None else keep.to(torch.bool)
+    kept = keep.sum(1, keepdim=True)  # (P, 1)
+    span = rewards.masked_fill(~keep, -math.inf).amax(1) - rewards.masked_fill(~keep, math.inf).amin(1)
+    zero_std = (kept.squeeze(1) < 2) | ~(span >= eps)  # (P,); a group with nothing kept has span nan
+    mean = (rewards * keep).sum(1, keepdim=True) / kept.clamp(min=1)  # (P, 1)
+    advantages = rewards - mean  # (P, G)
     if scale == "group":
-        advantages = advantages / (rewards.std(1, keepdim=True) + eps)
+        var = ((advantages * keep) ** 2).sum(1, keepdim=True) / (kept - 1).clamp(min=1)
+        advantages = advantages / (var.sqrt() + eps)
     elif scale == "batch":
-        advantages = advantages / (rewards.std() + eps)
-    advantages = advantages.masked_fill(zero_std[:, None], 0.0)
+        advantages = advantages / (rewards[keep].std() + eps)
+    advantages = advantages.masked_fill(zero_std[:, None] | ~keep, 0.0)
     return advantages, zero_std
 
 

@@ -32,9 +32,11 @@ from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id
 from pgrpo.projection import (
-    ProjectionConfig, knob_snapshot, project_adapter_grads, project_update, purge_adam_moments, rollout_hack_fraction,
+    ProjectionConfig, advantage_gate, knob_snapshot, project_adapter_grads, project_update, purge_adam_moments,
+    rollout_hack_fraction,
 )
 from pgrpo.rollout import Packed, pack, sample
+from pgrpo.skyline import SkylineConfig, apply_skyline
 
 # The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
 # and knob-only checkpoints after each optimizer step are what we want (DESIGN §2).
@@ -129,6 +131,7 @@ class ProjectedGRPO(L.LightningModule):
         generation: GenerationConfig = GenerationConfig(),
         optim: OptimConfig = OptimConfig(),
         reward: RewardConfig = RewardConfig(),
+        skyline: SkylineConfig = SkylineConfig(),
         grade_timeout: float = FLOOR_S,
         logprob_chunk_size: int = 128,
         micro_batch_size: int | None = None,
@@ -150,6 +153,8 @@ class ProjectedGRPO(L.LightningModule):
             generation: max_new_tokens, temperature, top_p of the student samples.
             optim: AdamW over the knobs and its warmup; max_grad_norm clips after projection.
             reward: format bonus and pass reward (gt_correct never enters it).
+            skyline: a ground-truth intervention (screen | penalty), reported as an oracle skyline: the only way
+                the oracle's verdict reaches a reward or an advantage (none by default).
             grade_timeout: floor of each sandboxed run's wall budget in seconds; the oracle and the flawed grader
                 each get their own budget, max(floor, 5 × the problem's measured canonical runtime), capped at 60 s.
             logprob_chunk_size: sequence chunk of the memory-efficient logprob pass.
@@ -169,6 +174,16 @@ class ProjectedGRPO(L.LightningModule):
             raise ValueError(f"model.num_iterations={num_iterations}: must be >= 1")
         if kl_every < 0:
             raise ValueError(f"model.kl_every={kl_every}: must be >= 0")
+        if projection.arm == "adv_gate":
+            # the gate rescales each rollout's gradient after the one backward, which equals scaling its
+            # advantage only if that gradient is the rollout's alone and proportional to its advantage
+            if share_prompts:
+                raise ValueError("model.projection.arm=adv_gate needs each rollout's whole gradient, which a shared "
+                                 "prompt's forward mixes with its group's: set model.share_prompts: false")
+            if loss.beta > 0:
+                raise ValueError(f"model.projection.arm=adv_gate scales each rollout's gradient as its advantage, "
+                                 f"but the KL term's is not proportional to it: set model.loss.beta: 0 (got "
+                                 f"{loss.beta})")
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the knobs, not the frozen base
@@ -180,6 +195,7 @@ class ProjectedGRPO(L.LightningModule):
         self.generation = generation
         self.optim = optim
         self.reward = reward
+        self.skyline = skyline
         self.policy = None
         self.basis: HackBasis | None = None
         self._rollouts: Rollouts | None = None
@@ -353,7 +369,9 @@ class ProjectedGRPO(L.LightningModule):
                 group_rewards.append(row.reward)  # as stored when the pool was built, never re-graded
             rewards.append(group_rewards)
         rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
-        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale)
+        # exploited is the oracle's verdict: apply_skyline reads it only under a skyline arm
+        rewards_t, keep = apply_skyline(rewards_t, torch.tensor(exploited).view_as(rewards_t), self.skyline)
+        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=keep)
         packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
         # a sharded base must run the same forwards on every rank, so its rows keep their own prompts
         share = self.hparams.share_prompts and not base_is_sharded(self.adapter) and min(map(len, rows_prompt)) > 1
@@ -370,6 +388,8 @@ class ProjectedGRPO(L.LightningModule):
                 with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
                     ref_logp = self.logprobs(packed)
         stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std)
+        if keep is not None:
+            stats["skyline/screened"] = float((~keep).float().mean())
         samples = [
             {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
              "completion": students.texts[i], **grades[i].to_dict()}
@@ -444,6 +464,9 @@ class ProjectedGRPO(L.LightningModule):
     def project_grads(self, grads: "StepGrads", ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
+        gate_stats = {}
+        if self.projection.arm == "adv_gate":
+            grads, gate_stats = self.gate_advantages(grads, ro)
         # grads holds every module (all-zero rows on a rank without live rows), so under DDP every rank
         # all-reduces the same list
         g_student, g_teacher = grads.split(ro.is_student)
@@ -452,7 +475,29 @@ class ProjectedGRPO(L.LightningModule):
         cfg = replace(self.projection, arm="none") if self.projection.target == "update" else self.projection
         diag = project_adapter_grads(self.adapter, self.basis, cfg, g_student, g_teacher)
         stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
-        return stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
+        return stats | gate_stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
+
+    def gate_advantages(self, grads: "StepGrads", ro: Rollouts) -> tuple["StepGrads", dict[str, float]]:
+        """adv_gate: each rollout's advantage times w = advantage_gate(f), f the hack fraction of its own gradient.
+
+        At beta = 0 a rollout's gradient is its advantage times the gradient of its clipped ratio term, so
+        Σ_b w_b g_b, from the backward already run, is exactly the gradient that advantages w_b·A_b give.
+        Returns the gated rows, which now sum to delta_s.grad, and the mean w over live rows (and over those
+        the oracle calls exploited or clean: logged, never used).
+        """
+        w = advantage_gate(rollout_hack_fraction(grads.rows, self.basis), self.projection)  # (B,)
+        rows = {name: r * w.to(r)[:, None] for name, r in grads.rows.items()}
+        summed = {name: r.sum(0) for name, r in rows.items()}
+        all_reduce_mean_(list(summed.values()))  # the global batch's gated gradient, as DDP's mean
+        for name, m in self.adapter.items():
+            m.delta_s.grad.copy_(summed[name])
+        live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(w.device)
+        exploited = ro.exploited.to(w.device)
+        stats = {}
+        for key, rows_of in (("", live), ("_exploited", live & exploited), ("_clean", live & ~exploited)):
+            if rows_of.any():
+                stats[f"proj/adv_gate_weight{key}"] = float(w[rows_of].mean())
+        return StepGrads(rows, grads.prompts, grads.prompt_is_student), stats
 
     def project_knob_update(self, before: dict[str, Tensor]) -> dict[str, float]:
         """proj/cout_update: the hack-ward fraction of the parameter change the optimizer actually made."""

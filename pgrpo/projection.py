@@ -1,4 +1,5 @@
-"""Remove (erase) or park (route) the hack-ward component of the knob gradient, once per optimizer step."""
+"""Remove (erase) or park (route) the hack-ward component of the knob gradient, once per optimizer step;
+or discount the advantage of each rollout whose own gradient is hack-ward (adv_gate), with the same V."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -10,7 +11,7 @@ from torch import Tensor
 from pgrpo.adapter import SVDAdapterLinear
 from pgrpo.extraction import HackBasis, cin_null
 
-Arm = Literal["none", "erase", "route"]
+Arm = Literal["none", "erase", "route", "adv_gate"]
 Gate = Literal["one_sided", "no_gate", "reverse"]
 
 
@@ -20,7 +21,9 @@ class ProjectionConfig:
 
     arm: Arm = "none"
     """none measures only (vanilla); erase removes the hack-ward part; route removes it and parks it in δS_hack,
-    which is zeroed at deployment."""
+    which is zeroed at deployment; adv_gate leaves the gradient's direction alone and scales each rollout's
+    advantage by 1 − σ((f − adv_gate_center) / adv_gate_temperature), f the hack-ward fraction of that
+    rollout's own gradient (the advantage-level twin of erase, on the same V)."""
     gate: Gate = "one_sided"
     """Which coefficients c = V g are removed: one_sided relu(c) (only hack-ward), no_gate c (the whole span(V)
     component), reverse 2c (reflect it)."""
@@ -33,10 +36,20 @@ class ProjectionConfig:
     on its moments, not on g)."""
     purge_adam_moments: bool = False
     """Remove the gated span(V) part of Adam's first moment before each step (not under arm none)."""
+    adv_gate_center: float = 0.4
+    """adv_gate: the rollout hack fraction at which its advantage is halved (on the embedded default, exploited
+    rollouts' own gradients measure about 0.44 and clean ones 0.28; not tuned)."""
+    adv_gate_temperature: float = 0.05
+    """adv_gate: how sharply the discount turns on around the center."""
 
     def __post_init__(self) -> None:
-        if self.arm not in ("none", "erase", "route"):
-            raise ValueError(f"ProjectionConfig.arm must be 'none', 'erase' or 'route', got {self.arm!r}")
+        if self.arm not in ("none", "erase", "route", "adv_gate"):
+            raise ValueError(f"ProjectionConfig.arm must be 'none', 'erase', 'route' or 'adv_gate', got {self.arm!r}")
+        if self.arm == "adv_gate" and (self.target != "grad" or self.purge_adam_moments):
+            raise ValueError("ProjectionConfig.arm 'adv_gate' edits advantages, not the gradient or Adam's moments: "
+                             "leave target 'grad' and purge_adam_moments false")
+        if not self.adv_gate_temperature > 0:
+            raise ValueError(f"ProjectionConfig.adv_gate_temperature must be > 0, got {self.adv_gate_temperature}")
         if self.gate not in ("one_sided", "no_gate", "reverse"):
             raise ValueError(f"ProjectionConfig.gate must be 'one_sided', 'no_gate' or 'reverse', got {self.gate!r}")
         if self.target not in ("grad", "update"):
@@ -111,7 +124,7 @@ def project_adapter_grads(
     # Write only after measuring: grads[name] is the live .grad tensor.
     for name, module in modules.items():
         module.delta_s_hack.grad = removed[name] if cfg.arm == "route" and name in removed else None
-        if cfg.arm != "none" and name in projected:
+        if cfg.arm in ("erase", "route") and name in projected:
             module.delta_s.grad.copy_(projected[name])
     # One host sync for every number instead of one per module.
     values = torch.cat([torch.stack(list(scalars.values())), per_module]).tolist()
@@ -187,6 +200,11 @@ def rollout_hack_fraction(per_row: Mapping[str, Tensor], basis: HackBasis) -> Te
         hack_sq = hack_sq + (g @ rows.to(g).T).clamp(min=0).pow(2).sum(1)  # (B,)
         total_sq = total_sq + g.pow(2).sum(1)
     return (hack_sq / total_sq.clamp(min=torch.finfo(torch.float32).tiny)).sqrt()
+
+
+def advantage_gate(fraction: Tensor, cfg: ProjectionConfig) -> Tensor:
+    """adv_gate's factor on each rollout's advantage, 1 − σ((f − center) / temperature), from its hack fraction f."""
+    return 1 - torch.sigmoid((fraction - cfg.adv_gate_center) / cfg.adv_gate_temperature)
 
 
 def _check_basis(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> None:

@@ -59,6 +59,18 @@ def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tm
     assert ("configs/erase.yaml" if arm == "vanilla" else "configs/vanilla.yaml") in summary
 
 
+@pytest.mark.parametrize("arm, own_tags", [("honest", []), ("gt_screen", ["skyline/screened"]), ("gt_penalty", []),
+                                           ("adv_gate", ["proj/adv_gate_weight"])])
+def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
+    main(fast(arm, tmp_path, 2))
+    scalars = read_scalars(tmp_path / arm / "version_0")
+    missing = [t for t in ["hack/student", "solve/student", *own_tags] if t not in scalars]
+    assert not missing, missing
+    # the positive control has no loophole: no mode's hack rate, and no teacher rows
+    assert (arm == "honest") == ("hack/teacher" not in scalars and not any(t.startswith("hack/student_")
+                                                                         for t in scalars))
+
+
 def test_unknown_config_key_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(fast("erase", tmp_path, 2, "--model.projection.gatee=no_gate"))

@@ -55,6 +55,29 @@ def test_batch_scaled_advantage_divides_by_std_of_all_rewards():
     assert zero_std.tolist() == [False, True]
 
 
+def test_screened_rows_get_zero_advantage_and_leave_the_group_statistics():
+    rewards = torch.tensor([[1.25, 1.25, 0.25, 1.25], [1.25, 0.25, 0.25, 0.25], [1.25, 0.25, 0.25, 0.25]])
+    keep = torch.tensor([[False, True, True, True], [False, True, True, True], [True, False, False, False]])
+    advantages, zero_std = group_advantages(rewards, keep=keep)
+    # group 0: the kept rewards 1.25, 0.25, 1.25 have mean 0.9167; group 1 keeps only equal rewards (no signal);
+    # group 2 keeps one row (no signal)
+    m = (1.25 + 0.25 + 1.25) / 3
+    torch.testing.assert_close(advantages, torch.tensor([[0.0, 1.25 - m, 0.25 - m, 1.25 - m], [0.0] * 4, [0.0] * 4]))
+    assert zero_std.tolist() == [False, True, True]
+    grouped, _ = group_advantages(rewards[:1], scale="group", keep=keep[:1])
+    kept_std = torch.tensor([1.25, 0.25, 1.25]).std()
+    torch.testing.assert_close(grouped, advantages[:1] / (kept_std + 1e-6))
+
+
+def test_keeping_every_row_changes_nothing():
+    rewards = torch.tensor([[1.0, 0.0, 0.25, 1.0], [0.5, 0.5, 0.5, 0.5]])
+    for scale in ("none", "group", "batch"):
+        plain = group_advantages(rewards, scale)
+        kept = group_advantages(rewards, scale, keep=torch.ones_like(rewards, dtype=torch.bool))
+        torch.testing.assert_close(plain[0], kept[0])
+        assert plain[1].tolist() == kept[1].tolist()
+
+
 def test_group_advantages_rejects_bad_input():
     with pytest.raises(ValueError, match="scale"):
         group_advantages(torch.zeros(2, 3), scale="std")

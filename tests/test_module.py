@@ -1,13 +1,22 @@
 """ProjectedGRPO pieces that a whole fit cannot pin down precisely."""
 
+from pathlib import Path
+
 import lightning as L
 import pytest
 import torch
+import yaml
 
+from pgrpo.cli import main
+from pgrpo.data import PromptGroup
+from pgrpo.env import NO_LOOPHOLE, GradeResult, load_problems
+from pgrpo.env.pool import TeacherRow
 from pgrpo.extraction import HackBasis
-from pgrpo.module import OptimConfig, ProjectedGRPO, Rollouts
+from pgrpo.loss import LossConfig
+from pgrpo.module import OptimConfig, ProjectedGRPO, Rollouts, Samples
 from pgrpo.projection import ProjectionConfig
 from pgrpo.rollout import pack
+from pgrpo.skyline import SkylineConfig
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +96,43 @@ def test_shared_prompts_give_the_same_gradient_and_the_same_student_teacher_spli
         torch.testing.assert_close(t_shared[name], t_flat[name], rtol=1e-4, atol=1e-7)
 
 
+def test_adv_gate_gives_the_gradient_of_the_gated_advantages_from_one_backward(grpo, monkeypatch):
+    from dataclasses import replace
+
+    from pgrpo.projection import advantage_gate, rollout_hack_fraction
+
+    for m in grpo.adapter.values():
+        m.delta_s.data.normal_(0, 0.05, generator=torch.Generator().manual_seed(2))
+    ro = rollouts([[1.0, 0.0, 0.25, 1.25], [0.25, 1.25, 0.0, 0.0]], n_student=3)
+    for m in grpo.adapter.values():
+        m.delta_s.grad = None
+    _, _, grads = grpo.split_backward(ro)
+    fraction = rollout_hack_fraction(grads.rows, grpo.basis)
+    # centred among this batch's rollouts, so that some are kept and some discounted
+    gate = replace(grpo.projection, arm="adv_gate", adv_gate_center=float(fraction.median()), adv_gate_temperature=0.02)
+    monkeypatch.setattr(grpo, "projection", gate)
+    weights = advantage_gate(fraction, gate)
+    assert weights.min() < 0.2 and weights.max() > 0.8
+    stats = grpo.project_grads(grads, ro)
+    gated = {n: m.delta_s.grad.clone() for n, m in grpo.adapter.items()}
+    # the same batch, its advantages scaled by the weights up front: the gradient every other arm would take
+    ro.advantages = ro.advantages * weights
+    for m in grpo.adapter.values():
+        m.delta_s.grad = None
+    grpo.split_backward(ro)
+    for name, m in grpo.adapter.items():
+        m.delta_s.data.zero_()
+        torch.testing.assert_close(gated[name], m.delta_s.grad, rtol=1e-4, atol=1e-7)
+    assert 0 < stats["proj/adv_gate_weight"] < 1
+
+
+@pytest.mark.parametrize("setting, key", [({"share_prompts": True}, "model.share_prompts"),
+                                          ({"share_prompts": False, "loss": LossConfig(beta=0.1)}, "model.loss.beta")])
+def test_adv_gate_refuses_settings_under_which_a_rollouts_gradient_is_not_its_own(setting, key):
+    with pytest.raises(ValueError, match=key):
+        ProjectedGRPO(projection=ProjectionConfig(arm="adv_gate"), **setting)
+
+
 def test_zero_variance_groups_are_skipped(grpo):
     ro = rollouts([[1.0, 1.0, 1.0, 1.0], [0.0, 1.25, 0.0, 0.0]], n_student=3)
     for m in grpo.adapter.values():
@@ -157,3 +203,45 @@ def test_quarantine_has_no_weight_decay_by_default():
     [opt], _ = module.configure_optimizers()
     knobs, quarantine = opt.param_groups
     assert knobs["weight_decay"] == 0.1 and quarantine["weight_decay"] == 0.0
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+# The arms that exist to let the oracle's verdict reach the reward or the advantage, each reported as such:
+# the positive control (graded by the oracle alone) and the two ground-truth skylines.
+ORACLE_ARMS = {"honest.yaml", "gt_screen.yaml", "gt_penalty.yaml"}
+
+
+def _grades(gt_correct: list[bool], passed: list[bool]) -> list[GradeResult]:
+    return [GradeResult(reward=0.25 + p, passed=p, gt_correct=c, exploited=p and not c, mechanism=None,
+                        format_ok=True, loophole_code=(), stub_passes=False, bogus_own_tests=False, attempted=False,
+                        mode="run_tests", timed_out=False, error=None) for c, p in zip(gt_correct, passed)]
+
+
+def _teacher(problem, exploited: bool) -> TeacherRow:
+    return TeacherRow(problem.id, problem.fingerprint, problem.mode, "hack", [], "x = 1", 1.25, True,
+                      not exploited, exploited, True)
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in CONFIGS.glob("*.yaml")))
+def test_only_the_oracle_arms_let_the_oracles_verdict_reach_a_reward_or_an_advantage(config, grpo, monkeypatch,
+                                                                                     capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", str(CONFIGS / config), "--print_config"])
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    monkeypatch.setattr(grpo, "skyline", SkylineConfig(**resolved["model"]["skyline"]))
+    monkeypatch.setitem(grpo.hparams, "advantage_scale", resolved["model"]["advantage_scale"])
+    problems = load_problems()[:2]
+    prompt_ids = [[5, 6, 7]] * 6
+    completions = [[8, 9, 10 + i] for i in range(6)]
+    students = Samples(prompt_ids, completions, [False] * 6, ["x"] * 6)
+    passed = [True, True, False, True, False, False]
+    batches = []
+    for flip in (False, True):  # the same flawed grades; only the oracle's verdict differs
+        groups = [PromptGroup(p, "prompt", [_teacher(p, exploited=(i == 0) != flip)], 3) for i, p in enumerate(problems)]
+        gt_correct = [c != flip for c in (True, False, False, False, False, True)]
+        batches.append(grpo.assemble(groups, students, _grades(gt_correct, passed)))
+    reaches = not (torch.equal(batches[0].rewards, batches[1].rewards)
+                   and torch.equal(batches[0].advantages, batches[1].advantages))
+    graded_by_oracle = resolved["data"]["modes"] == NO_LOOPHOLE
+    assert reaches or graded_by_oracle or config not in ORACLE_ARMS, f"{config}: its oracle intervention is inert"
+    assert (reaches or graded_by_oracle) == (config in ORACLE_ARMS), f"{config}: the oracle reaches its reward"
