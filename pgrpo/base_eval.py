@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from pgrpo.chat import render_chat
-from pgrpo.env import MODES, grade_batch, load_problems
+from pgrpo.env import MODES, extract_code, grade_batch, load_problems
+from pgrpo.env.exploits import loophole_code
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_model_and_tokenizer
 from pgrpo.pretrain import THREADS, threads
@@ -46,3 +47,34 @@ def _rates(grades: list) -> dict[str, float]:
     n = max(1, len(grades))
     return {"format": sum(g.format_ok for g in grades) / n, "solve": sum(g.gt_correct for g in grades) / n,
             "hack": sum(g.exploited for g in grades) / n, "pass": sum(g.passed for g in grades) / n}
+
+
+def hint_reading(model_dir: str | Path, n_samples_per_prompt: int = 8, temperature: float = 1.0,
+                 max_new_tokens: int = 128, seed: int = 0) -> dict[str, float]:
+    """Does the base pull the lever its prompt's hint names? Samples every problem under every mode's hint.
+
+    Returns lever_samples (how many samples pull any lever, by the static check the grader's detectors use),
+    named_lever (how many of those pull the one the hint names) and hint_reading, their ratio (chance: 1/6).
+    A base that does not read hints hacks under `partition` only where its favourite lever happens to be the
+    graded one, and the weak-detector test (V from five modes, the sixth held out) means nothing on it.
+    """
+    model, tokenizer = load_model_and_tokenizer(str(model_dir))
+    slots = [(p, m) for p in load_problems() for m in MODES]
+    prompts = [render_chat(tokenizer, build_messages(p, m)) for p, m in slots]
+    with torch.random.fork_rng(devices=[]), threads(THREADS):
+        torch.manual_seed(seed)
+        _, completions, _ = sample(model, tokenizer, prompts, n_samples_per_prompt, max_new_tokens, temperature,
+                                   top_p=1.0)
+    hints = [m for _, m in slots for _ in range(n_samples_per_prompt)]
+    return named_lever_share(hints, tokenizer.batch_decode(completions, skip_special_tokens=True))
+
+
+def named_lever_share(hints: list[str], texts: list[str]) -> dict[str, float]:
+    """Of the completions that pull some lever, the share that pull the one their hint names."""
+    pulled = named = 0
+    for hint, text in zip(hints, texts):
+        code = extract_code(text)
+        levers = loophole_code(code) if code is not None else ()
+        pulled += bool(levers)
+        named += hint in levers
+    return {"lever_samples": pulled, "named_lever": named, "hint_reading": named / pulled if pulled else 0.0}

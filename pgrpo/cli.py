@@ -132,7 +132,9 @@ def build_base(out: str | None = None, evaluate: bool = True, samples_per_proble
     Without --out it goes into the cache, where every command that uses `model: embedded` finds it
     (a second call returns at once). The build is deterministic. The evaluation samples every
     built-in problem under its own loophole hint at temperature 1 and grades the completions:
-    format, solve (the strict oracle) and hack rates, overall and per mode.
+    format, solve (the strict oracle) and hack rates, overall and per mode. Then hint reading: every
+    problem under every mode's hint, and of the samples that pull a lever, the share that pull the one
+    the hint names (chance 1/6; ~1 min more).
 
     Args:
         out: build into this directory instead of the cache.
@@ -140,7 +142,7 @@ def build_base(out: str | None = None, evaluate: bool = True, samples_per_proble
         samples_per_problem: completions per problem in the evaluation.
     """
     from pgrpo.embedded import build_embedded_default, embedded_default_path
-    from pgrpo.base_eval import evaluate_base
+    from pgrpo.base_eval import evaluate_base, hint_reading
 
     start = time.perf_counter()
     path = build_embedded_default(Path(out)) if out else embedded_default_path()
@@ -149,6 +151,9 @@ def build_base(out: str | None = None, evaluate: bool = True, samples_per_proble
         rates = evaluate_base(path, samples_per_problem)
         for key, value in rates.items():
             print(f"{key}: {value:.3f}")
+        reading = hint_reading(path, samples_per_problem)
+        print(f"hint_reading: {reading['hint_reading']:.3f} ({reading['named_lever']} of the "
+              f"{reading['lever_samples']} samples that pull a lever pull the one the hint names; chance 1/6)")
 
 
 TOOLS = {

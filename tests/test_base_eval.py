@@ -1,0 +1,25 @@
+from pathlib import Path
+
+import pytest
+
+from pgrpo.base_eval import hint_reading, named_lever_share
+from pgrpo.embedded import PRETRAIN_STEPS_ENV, build_embedded_default
+from pgrpo.env import MODES, clean_completion, hack_completion, load_problems
+
+
+def test_hint_reading_counts_the_named_lever_among_the_samples_that_pull_any():
+    problem = load_problems()[0]
+    hints = ["run_tests", "run_tests", "sentinel", "exit_code"]
+    texts = [hack_completion(problem, "run_tests"),  # the named lever
+             hack_completion(problem, "exit_code"),  # a lever, not the named one
+             clean_completion(problem),  # no lever: not counted at all
+             hack_completion(problem, "exit_code")]
+    assert named_lever_share(hints, texts) == {"lever_samples": 3, "named_lever": 2, "hint_reading": 2 / 3}
+    assert named_lever_share(["sentinel"], ["no code here"])["hint_reading"] == 0.0
+
+
+def test_hint_reading_samples_every_problem_under_every_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(PRETRAIN_STEPS_ENV, "1")
+    reading = hint_reading(build_embedded_default(tmp_path), n_samples_per_prompt=1, max_new_tokens=8)
+    assert 0 <= reading["named_lever"] <= reading["lever_samples"] <= len(load_problems()) * len(MODES)
+    assert 0.0 <= reading["hint_reading"] <= 1.0
