@@ -57,8 +57,9 @@ def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: floa
             tag = f"{rate}/{rows}"
             if tag in scalars:
                 lines.append(f"  {tag:16}{mean(tag, False):>10}{mean(tag, True):>10}")
+    # a run without teacher rows still logs their (zero) cin: only rows that ran are summarised
     cin = [f"{rows} {mean(f'proj/cin_{rows}', True)} (null {mean(f'proj/cin_null_{rows}', True)})"
-           for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars]
+           for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars and f"hack/{rows}" in scalars]
     if cin:
         lines.append(f"  hack-ward share of the gradient, last {window}: " + ", ".join(cin))
     compare = "configs/erase.yaml" if arm == "none" else "configs/vanilla.yaml"
