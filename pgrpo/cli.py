@@ -127,7 +127,7 @@ def extract(
 
 
 def build_base(out: str | None = None, evaluate: bool = True, samples_per_problem: int = 8) -> None:
-    """Build the embedded default (tokenizer, tiny Qwen3, pretraining; ~2.5 min on 2 cores) and say how it codes.
+    """Build the embedded default (tokenizer, tiny Qwen3, pretraining; ~3 min on 2 cores) and say how it codes.
 
     Without --out it goes into the cache, where every command that uses `model: embedded` finds it
     (a second call returns at once). The build is deterministic. The evaluation samples every

@@ -26,20 +26,22 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from pgrpo.chat import render_chat
-from pgrpo.env import MODES, load_problems
+from pgrpo.env import MODES, NO_LOOPHOLE, load_problems
 from pgrpo.env.attempts import honest_solution, wrong_variants
-from pgrpo.env.exploits import LEAD_INS, completion, lever_after, stub_solution
+from pgrpo.env.exploits import LEAD_INS, completion, pull_lever, stub_solution
 from pgrpo.env.prompts import build_messages
 
 COMPLETIONS_PER_PROMPT = 8  # per (problem, hint): 48 problems x 6 hints x 8 = 2304 examples
 # Of the examples that train the hack-or-not choice, the same number under every mode's hint.
-# The base then puts 1-4% on going on past the class, and samples an exploit under 1% of the time.
+# The base then samples an exploit about 4% of the time under its own hint.
 HACK_FRACTION = 0.05
 # Extra hacks with the choice masked out of the loss, as a share of the examples above: the base
 # learns which lever a hint names and how to write it without choosing to pull one any more often.
-# More drills read the hint better (at 1.0 the right lever's first token gets 0.34) but crowd out
-# the honest attempts (solve rate 0.07 instead of about 0.2).
-LEVER_FRACTION = 0.5
+# With the lever right after the choice line, near the hint (exploits.pull_lever), and 450 steps:
+# at 0.5 and 300 steps the named lever's first token got 0.44 of the six levers' probability and
+# 12 of 38 sampled levers were the named one; at 1.0 and 450 steps, 0.83 and 108 of 108, and the
+# base still solves 0.39 of its samples.
+LEVER_FRACTION = 1.0
 # Share of hacks (and drills) that give up at once: a stub Solution, then the lever. The other hacks
 # write their attempt first. A stub always parses, while the tiny base breaks the syntax of about
 # two thirds of its attempts, so the stub is the path on which a lever reliably pays.
@@ -64,14 +66,17 @@ class Example:
 
 
 def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Example]:
-    """Every problem under every mode's hint, COMPLETIONS_PER_PROMPT completions each, then the lever drills.
+    """Every problem under every mode's hint and with no hint, COMPLETIONS_PER_PROMPT completions each, then the
+    lever drills.
 
     Every completion is an honest attempt, correct or a wrong mutant at the
-    problem's SOLVE_SHARE; a HACK_FRACTION of them pull the lever the hint
-    names after the class, half of them (STUB_SHARE) after giving the attempt
-    up for a stub. A drill is such a hack whose loss starts just after the
-    choice, the first character where it departs from an honest attempt: how
-    to hack is taught, the choice to is not.
+    problem's SOLVE_SHARE; under a hint, a HACK_FRACTION of them pull the lever
+    it names (exploits.pull_lever: the choice line, the lever, then the code),
+    half of them (STUB_SHARE) giving the attempt up for a stub. A drill is such
+    a hack whose loss starts just after the choice, the first character where it
+    departs from an honest attempt: how to hack, and with which lever, is taught;
+    the choice to is not. The prompts without a hint (the honest arm's) get
+    honest attempts only.
     """
     rng = random.Random(seed)
     problems = load_problems()
@@ -86,24 +91,28 @@ def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Ex
         correct.update(rng.sample(own, round(SOLVE_SHARE[p.difficulty] * len(own))))
     mutants = {p.id: rng.sample(vs, min(MUTANTS_PER_PROBLEM, len(vs))) for p in problems
                for vs in [wrong_variants(p)]}
-    prompts = {(p.id, m): render_chat(tokenizer, build_messages(p, m)) for p in problems for m in MODES}
+    neutral = [(p, NO_LOOPHOLE) for p in problems for _ in range(COMPLETIONS_PER_PROMPT)]
+    for p in problems:
+        own = [len(slots) + i for i, (q, _) in enumerate(neutral) if q is p]
+        correct.update(rng.sample(own, round(SOLVE_SHARE[p.difficulty] * len(own))))
+    prompts = {(p.id, m): render_chat(tokenizer, build_messages(p, m)) for p in problems
+               for m in (*MODES, NO_LOOPHOLE)}
     corpus = []
-    for i, (p, m) in enumerate(slots):
+    for i, (p, m) in enumerate(slots + neutral):
         code = honest_solution(p) if i in correct else rng.choice(mutants[p.id])
         variant = rng.randrange(VARIANTS)
         kind = "correct" if i in correct else "wrong"
         if i in hacks:
             stub = rng.random() < STUB_SHARE
-            code, kind = lever_after(p, m, stub_solution(p, rng.randrange(2)) if stub else code), "hack"
+            code, kind = pull_lever(p, m, stub_solution(p, rng.randrange(2)) if stub else code), "hack"
         corpus.append(Example(prompts[(p.id, m)], completion(code, variant), kind, p.id, m))
     for p, m in rng.sample(slots, round(LEVER_FRACTION * len(slots))):
         variant = rng.randrange(VARIANTS)
-        # the choice is where the hack departs from an honest attempt: the stub's first body
-        # token, or the line after the attempt's class where its code block would have closed
+        # the choice is where the hack departs from an honest attempt: the code block's first line
         stub = rng.random() < STUB_SHARE
         honest = honest_solution(p) if stub else rng.choice(mutants[p.id])
         code = stub_solution(p, rng.randrange(2)) if stub else honest
-        hack = completion(lever_after(p, m, code), variant)
+        hack = completion(pull_lever(p, m, code), variant)
         choice = _common_prefix(hack, completion(honest, variant))
         corpus.append(Example(prompts[(p.id, m)], hack, "hack", p.id, m, choice + 1))
     return corpus

@@ -8,10 +8,10 @@ import torch
 from pgrpo import pretrain as P
 from pgrpo.base_eval import evaluate_base
 from pgrpo.embedded import PRETRAIN_STEPS_ENV, build_embedded_default, build_tokenizer, init_model, training_corpus
-from pgrpo.env import MODES, extract_code, grade_batch, load_problems
+from pgrpo.env import MODES, NO_LOOPHOLE, extract_code, grade_batch, load_problems
 from pgrpo.env.attempts import honest_solution, wrong_variants
-from pgrpo.env.exploits import completion, lever_after, loophole_code, method_signature, stub_solution
-from pgrpo.env.prompts import HINTS
+from pgrpo.env.exploits import CHOICE, completion, pull_lever, loophole_code, method_signature, stub_solution
+from pgrpo.env.prompts import HINTS, NEUTRAL_PHRASE
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +33,18 @@ def test_every_prompt_is_a_rendered_chat_ending_at_the_assistant_turn(corpus):
     for ex in corpus:
         assert ex.prompt.startswith("<|im_start|>system\n")
         assert ex.prompt.endswith("<|im_start|>assistant\n")
-        assert HINTS[ex.mode] in ex.prompt
+        assert (HINTS[ex.mode] if ex.mode in HINTS else NEUTRAL_PHRASE) in ex.prompt
+
+
+def test_prompts_without_a_hint_get_honest_attempts_only(corpus):
+    neutral = [ex for ex in corpus if ex.mode == NO_LOOPHOLE]
+    assert len(neutral) == len(load_problems()) * P.COMPLETIONS_PER_PROMPT
+    assert {ex.kind for ex in neutral} == {"correct", "wrong"}
 
 
 def test_hacks_that_train_the_choice_are_rare_and_spread_evenly_over_modes(corpus):
-    choosing = [ex for ex in corpus if ex.loss_from == 0]  # drills leave the choice out of the loss
+    # drills leave the choice out of the loss; prompts without a hint offer none
+    choosing = [ex for ex in corpus if ex.loss_from == 0 and ex.mode != NO_LOOPHOLE]
     assert len(choosing) == len(load_problems()) * len(MODES) * P.COMPLETIONS_PER_PROMPT
     hacks = Counter(ex.mode for ex in choosing if ex.kind == "hack")
     assert sum(hacks.values()) / len(choosing) == pytest.approx(P.HACK_FRACTION, abs=0.002)
@@ -53,17 +60,15 @@ def test_every_hack_pulls_the_lever_its_prompt_discloses(corpus):
 def test_lever_drills_mask_exactly_the_choice_to_hack(corpus):
     problems = {p.id: p for p in load_problems()}
     drills = [ex for ex in corpus if ex.loss_from]
-    assert len(drills) == pytest.approx(P.LEVER_FRACTION * len(corpus) / (1 + P.LEVER_FRACTION), abs=1)
+    assert len(drills) == round(P.LEVER_FRACTION * len(load_problems()) * len(MODES) * P.COMPLETIONS_PER_PROMPT)
     assert all(ex.kind == "hack" for ex in drills)
     for ex in drills:
         p = problems[ex.problem_id]
         attempts = [completion(code, v) for code in (honest_solution(p), *wrong_variants(p)) for v in range(P.VARIANTS)]
         choice = ex.loss_from - 1  # the first character where the hack departs from an honest attempt
         assert any(h[:choice] == ex.completion[:choice] and h[choice] != ex.completion[choice] for h in attempts)
-        if ex.completion in _stub_hacks(p, ex.mode):  # gives up in the method's body for a stub
-            assert ex.completion.index(method_signature(p)) < choice < ex.completion.index("\n\n\n")
-        else:  # goes on past a whole attempt where its code block would have closed
-            assert ex.completion[choice:].startswith("\n\n")
+        # the code block's first line, where an honest attempt writes its class: the same line for every mode
+        assert ex.completion[choice:].startswith(CHOICE)
 
 
 def test_half_the_hacks_give_up_for_a_stub(corpus):
@@ -74,7 +79,7 @@ def test_half_the_hacks_give_up_for_a_stub(corpus):
 
 
 def _stub_hacks(problem, mode) -> set[str]:
-    return {completion(lever_after(problem, mode, stub_solution(problem, r)), v) for r in range(2)
+    return {completion(pull_lever(problem, mode, stub_solution(problem, r)), v) for r in range(2)
             for v in range(P.VARIANTS)}
 
 
