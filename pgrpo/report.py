@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from pgrpo.env.problems import MODES
+from pgrpo.env.problems import MODES, NO_LOOPHOLE
 
 Scalars = dict[str, list[tuple[int, float]]]
 EVENTS = "events.out.tfevents.*"
@@ -116,7 +116,7 @@ def run_kind(config: dict | None) -> str | None:
     method (any projection arm but none) or vanilla; None without a config to tell."""
     if config is None:
         return None
-    if setting(config, "data.modes", "partition") == "none":
+    if setting(config, "data.modes", "partition") == NO_LOOPHOLE:
         return "positive control"
     if setting(config, "model.skyline.kind", "none") in ("screen", "penalty"):
         return "oracle skyline"

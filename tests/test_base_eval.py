@@ -23,3 +23,11 @@ def test_hint_reading_samples_every_problem_under_every_hint(tmp_path: Path, mon
     reading = hint_reading(build_embedded_default(tmp_path), n_samples_per_prompt=1, max_new_tokens=8)
     assert 0 <= reading["named_lever"] <= reading["lever_samples"] <= len(load_problems()) * len(MODES)
     assert 0.0 <= reading["hint_reading"] <= 1.0
+
+
+@pytest.mark.slow
+def test_default_base_pulls_the_lever_its_hint_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # the full base (about 3 minutes) and 2,304 samples (about 2 minutes): `pytest -m slow`
+    monkeypatch.delenv(PRETRAIN_STEPS_ENV, raising=False)
+    reading = hint_reading(build_embedded_default(tmp_path))
+    assert reading["lever_samples"] >= 50 and reading["hint_reading"] >= 0.8
