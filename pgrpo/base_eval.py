@@ -24,14 +24,9 @@ def evaluate_base(model_dir: str | Path, n_samples_per_problem: int = 8, tempera
     Samples every problem under its own loophole hint, as GRPO does, with the
     rollout sampler GRPO uses; the global RNG is restored afterwards.
     """
-    model, tokenizer = load_model_and_tokenizer(str(model_dir))
     problems = load_problems()
-    prompts = [render_chat(tokenizer, build_messages(p)) for p in problems]
-    with torch.random.fork_rng(devices=[]), threads(THREADS):
-        torch.manual_seed(seed)
-        _, completions, clipped = sample(model, tokenizer, prompts, n_samples_per_problem, max_new_tokens,
-                                         temperature, top_p=1.0)
-    texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
+    texts, clipped = sample_texts(model_dir, [(p, p.mode) for p in problems], n_samples_per_problem, temperature,
+                                  max_new_tokens, seed)
     owners = [p for p in problems for _ in range(n_samples_per_problem)]
     grades = grade_batch(list(zip(owners, texts)), detectors=False)
     rates = _rates(grades)
@@ -58,15 +53,9 @@ def hint_reading(model_dir: str | Path, n_samples_per_prompt: int = 8, temperatu
     A base that does not read hints hacks under `partition` only where its favourite lever happens to be the
     graded one, and the weak-detector test (V from five modes, the sixth held out) means nothing on it.
     """
-    model, tokenizer = load_model_and_tokenizer(str(model_dir))
     slots = [(p, m) for p in load_problems() for m in MODES]
-    prompts = [render_chat(tokenizer, build_messages(p, m)) for p, m in slots]
-    with torch.random.fork_rng(devices=[]), threads(THREADS):
-        torch.manual_seed(seed)
-        _, completions, _ = sample(model, tokenizer, prompts, n_samples_per_prompt, max_new_tokens, temperature,
-                                   top_p=1.0)
-    hints = [m for _, m in slots for _ in range(n_samples_per_prompt)]
-    return named_lever_share(hints, tokenizer.batch_decode(completions, skip_special_tokens=True))
+    texts, _ = sample_texts(model_dir, slots, n_samples_per_prompt, temperature, max_new_tokens, seed)
+    return named_lever_share([m for _, m in slots for _ in range(n_samples_per_prompt)], texts)
 
 
 def named_lever_share(hints: list[str], texts: list[str]) -> dict[str, float]:
@@ -78,3 +67,18 @@ def named_lever_share(hints: list[str], texts: list[str]) -> dict[str, float]:
         pulled += bool(levers)
         named += hint in levers
     return {"lever_samples": pulled, "named_lever": named, "hint_reading": named / pulled if pulled else 0.0}
+
+
+def sample_texts(model_dir: str | Path, slots: list[tuple], n_per_prompt: int, temperature: float,
+                 max_new_tokens: int, seed: int) -> tuple[list[str], list[bool]]:
+    """n_per_prompt completions of each (problem, mode) prompt, with GRPO's sampler; (texts, clipped).
+
+    Seeded on its own: the global RNG is restored afterwards, and the thread count pinned as in pretraining.
+    """
+    model, tokenizer = load_model_and_tokenizer(str(model_dir))
+    prompts = [render_chat(tokenizer, build_messages(p, m)) for p, m in slots]
+    with torch.random.fork_rng(devices=[]), threads(THREADS):
+        torch.manual_seed(seed)
+        _, completions, clipped = sample(model, tokenizer, prompts, n_per_prompt, max_new_tokens, temperature,
+                                         top_p=1.0)
+    return tokenizer.batch_decode(completions, skip_special_tokens=True), clipped
