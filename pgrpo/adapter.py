@@ -297,16 +297,38 @@ def merged_for_generation(modules: Mapping[str, SVDAdapterLinear]) -> Iterator[N
         yield
         return
     try:
-        with torch.no_grad():
-            for m in modules.values():
-                weight = m.base.weight
-                scale = (m.delta_s + m.delta_s_hack).float()  # (r,)
-                low_rank = (m.U.float() * scale) @ m.Vh.float()  # (d_out, d_in)
-                m._merged_weight = (weight.float() + low_rank).to(weight.dtype)
+        for m in modules.values():
+            m._merged_weight = folded_weight(m, KNOB_NAMES)
         yield
     finally:
         for m in modules.values():
             m._merged_weight = None
+
+
+def folded_weight(m: SVDAdapterLinear, knobs: tuple[str, ...]) -> Tensor:
+    """W + U diag(Σ knobs) Vh: folded in fp32, rounded once to the base dtype; exactly W where the knobs are 0."""
+    with torch.no_grad():
+        scale = sum(getattr(m, knob).float() for knob in knobs)  # (r,)
+        low_rank = (m.U.float() * scale) @ m.Vh.float()  # (d_out, d_in)
+        return (m.base.weight.float() + low_rank).to(m.base.weight.dtype)
+
+
+def fold_into_base(model: nn.Module, modules: Mapping[str, SVDAdapterLinear], knobs: tuple[str, ...]) -> None:
+    """Replace every adapter by a plain nn.Linear whose weight has `knobs` folded in; the other knobs are dropped.
+
+    What is left is the architecture the base came with, so `save_pretrained` writes a checkpoint that
+    loads without pgrpo. The adapters' base weights are not modified (each gets a new Linear).
+    """
+    if base_is_sharded(modules):
+        raise ValueError("fold_into_base needs the whole weights: gather a sharded base first")
+    for name, m in modules.items():
+        linear = nn.Linear(m.base.in_features, m.base.out_features, bias=m.base.bias is not None,
+                           device=m.base.weight.device, dtype=m.base.weight.dtype)
+        linear.weight = nn.Parameter(folded_weight(m, knobs), requires_grad=False)
+        if m.base.bias is not None:
+            linear.bias = nn.Parameter(m.base.bias.detach().clone(), requires_grad=False)
+        parent_name, _, child_name = name.rpartition(".")
+        setattr(model.get_submodule(parent_name), child_name, linear)
 
 
 def base_is_sharded(modules: Mapping[str, SVDAdapterLinear]) -> bool:

@@ -8,6 +8,7 @@ from pgrpo.adapter import (
     adapter_state_dict,
     attach_adapter,
     capture_row_grads,
+    fold_into_base,
     knob_parameters,
     knobs_zeroed,
     load_adapter_state_dict,
@@ -272,3 +273,20 @@ def test_merged_refuses_forward_with_grad():
     modules = attach_adapter(model)
     with merged_for_generation(modules), pytest.raises(RuntimeError, match="no_grad"):
         model(input_ids())
+
+
+def test_folding_delta_s_into_the_base_gives_the_deployed_logits_with_plain_linears():
+    model = tiny_model()
+    modules = attach_adapter(model)
+    randomize_knobs(modules)
+    with torch.no_grad(), quarantine_zeroed(modules):
+        deployed = model(input_ids()).logits
+    with torch.no_grad():
+        kept = model(input_ids()).logits
+    fold_into_base(model, modules, ("delta_s",))
+    assert not any(isinstance(m, SVDAdapterLinear) for m in model.modules())
+    assert all(type(model.get_submodule(name)) is nn.Linear for name in modules)
+    with torch.no_grad():
+        folded = model(input_ids()).logits
+    torch.testing.assert_close(folded, deployed, atol=1e-5, rtol=1e-5)
+    assert (folded - kept).abs().max() > 1e-3  # δS_hack was dropped, not folded in

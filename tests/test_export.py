@@ -1,0 +1,64 @@
+"""`pgrpo export`: a run's deployed model as a Hugging Face checkpoint that loads without pgrpo."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from pgrpo.adapter import quarantine_zeroed
+from pgrpo.checkpoint import load_run_checkpoint
+from pgrpo.cli import main
+from test_cli import fast
+
+
+@pytest.fixture(scope="module")
+def route_ckpt(tmp_path_factory) -> Path:
+    """A short route run: the one arm whose δS_hack is non-zero, so dropping it is visible."""
+    logs = tmp_path_factory.mktemp("logs")
+    main(fast("route", logs, 2))
+    return logs / "route" / "version_0" / "checkpoints" / "last.ckpt"
+
+
+def test_the_export_loads_without_pgrpo_and_gives_the_deployed_logits(route_ckpt, tmp_path):
+    out = tmp_path / "deployed"
+    main(["export", str(route_ckpt), "--out", str(out)])
+    exported = AutoModelForCausalLM.from_pretrained(out, local_files_only=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    run = load_run_checkpoint(route_ckpt)
+    assert max(float(m.delta_s_hack.abs().max()) for m in run.adapter.values()) > 0
+    ids = tokenizer(["class Solution:\n    def twoSum(self, nums, target):"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        kept = run.policy(ids).logits
+        with quarantine_zeroed(run.adapter):
+            deployed = run.policy(ids).logits
+        got = exported(ids).logits
+    torch.testing.assert_close(got, deployed, atol=1e-5, rtol=1e-5)
+    assert (got - kept).abs().max() > 1e-6  # the quarantine is dropped, not folded in
+    card = (out / "README.md").read_text()
+    assert "projection arm `route`, step 2" in card and "pgrpo_config.yaml" in card
+    assert "route" in (out / "pgrpo_config.yaml").read_text()
+
+
+def test_export_refuses_a_directory_that_holds_something(route_ckpt, tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not an empty directory"):
+        main(["export", str(route_ckpt), "--out", str(tmp_path)])
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_a_checkpoint_trained_on_another_base_is_refused_by_name(route_ckpt, tmp_path):
+    ckpt = torch.load(route_ckpt, weights_only=True)
+    ckpt["pgrpo_basis"]["meta"]["model_id"] = "embedded-0000000000000000"
+    other = tmp_path / "other.ckpt"
+    torch.save(ckpt, other)
+    with pytest.raises(ValueError, match="trained on base 'embedded-0000000000000000'"):
+        load_run_checkpoint(other)
+
+
+def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_run_checkpoint(tmp_path / "none.ckpt")
+    torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
+    with pytest.raises(ValueError, match="not a pgrpo run checkpoint"):
+        load_run_checkpoint(tmp_path / "foreign.ckpt")
