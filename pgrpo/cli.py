@@ -26,6 +26,7 @@ from pgrpo.bench import bench
 from pgrpo.export import export
 from pgrpo.module import ProjectedGRPO
 from pgrpo.progress import StepProgressBar
+from pgrpo.sampled_pool import Sampling
 from pgrpo.report import report
 from pgrpo.summary import RunSummary
 from pgrpo.sweep import sweep
@@ -52,25 +53,43 @@ def build_pool(
     hack_variants: int = 2,
     clean_variants: int = 2,
     reward: RewardConfig = RewardConfig(),
+    from_model: str | None = None,
+    sampling: Sampling = Sampling(),
+    dtype: str = "float32",
 ) -> None:
-    """Grade template hack and clean completions once and write them as a frozen teacher pool.
+    """Grade hack and clean completions once and write them as a frozen teacher pool: template completions, or
+    with --from-model samples of a model (a `pgrpo fit` checkpoint, a model directory or "embedded").
 
     Args:
-        out: output directory (one <problem_id>.jsonl.gz per problem plus pool.json).
+        out: output directory (one <problem_id>.jsonl.gz per problem plus pool.json with the provenance).
         problems: an rl-rewardhacking JSONL file (default: the built-in problems).
         modes: loophole-mode assignment: partition, file, or one mode for all.
-        hack_variants: hack templates per problem (in the problem's own mode).
-        clean_variants: clean templates per problem.
+        hack_variants: hack templates per problem (in the problem's own mode); with --from-model, how many of
+            the samples that hacked are kept per problem.
+        clean_variants: clean templates per problem; with --from-model, how many of the samples that the
+            strict oracle passed are kept per problem.
         reward: reward weights the rows are graded with (must match training's).
+        from_model: sample the rows from this model instead of writing them from templates.
+        sampling: with --from-model: samples per problem, temperature, top_p, max_new_tokens, seed, and a
+            system prompt that replaces the task's while sampling (e.g. one that encourages using the disclosed
+            grading mechanism).
+        dtype: with --from-model, the base weights' dtype.
     """
     from pgrpo.env.pool import TeacherPool, build_pool as build
+    from pgrpo.sampled_pool import sample_pool
 
     probs = load_problems(problems, modes=modes)
-    path = build(probs, out, hack_variants=hack_variants, clean_variants=clean_variants, reward=reward)
+    if from_model:
+        path = sample_pool(from_model, probs, out, hacks=hack_variants, cleans=clean_variants, sampling=sampling,
+                           reward=reward, dtype=dtype)
+    else:
+        path = build(probs, out, hack_variants=hack_variants, clean_variants=clean_variants, reward=reward)
     pool = TeacherPool.load(path)
     covered, total = pool.coverage(probs)
-    n_rows = sum(len(r) for r in pool.rows.values())
-    print(f"wrote {n_rows} rows to {path}; covers {covered}/{total} problems")
+    rows = [r for rs in pool.rows.values() for r in rs]
+    hacks = sum(r.kind == "hack" for r in rows)
+    print(f"wrote {len(rows)} rows ({hacks} hacks, {len(rows) - hacks} clean) to {path}; covers {covered}/{total} "
+          f"problems")
 
 
 def extract(
@@ -221,6 +240,17 @@ class PGRPOCLI(LightningCLI):
             logger.init_args.version = ckpt.parent.parent.name
 
 
+def underscored_options(args: list[str]) -> list[str]:
+    """`--from-model X` means `--from_model X`: a tool's options are its parameters' names, either spelling."""
+    out = []
+    for arg in args:
+        if arg.startswith("--") and not arg.startswith("---"):
+            name, eq, value = arg[2:].partition("=")
+            arg = f"--{name.replace('-', '_')}{eq}{value}"
+        out.append(arg)
+    return out
+
+
 def bare_flags_to_true(tool, args: list[str]) -> list[str]:
     """`--json` alone means `--json true` for a tool's bool parameters (jsonargparse wants the value)."""
     flags = {f"--{name}" for name, p in inspect.signature(tool).parameters.items() if p.annotation in (bool, "bool")}
@@ -241,8 +271,8 @@ def main(argv: list[str] | None = None) -> None:
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in TOOLS:
-        tool = TOOLS[args[0]]
-        CLI(tool, args=bare_flags_to_true(tool, args[1:]), as_positional=args[0] in POSITIONAL_TOOLS)
+        name, tool = args[0], TOOLS[args[0]]
+        CLI(tool, args=bare_flags_to_true(tool, underscored_options(args[1:])), as_positional=name in POSITIONAL_TOOLS)
         return
     PGRPOCLI(
         ProjectedGRPO, GRPODataModule, args=argv, seed_everything_default=0,

@@ -30,7 +30,7 @@ def export(ckpt: str, out: str | None = None) -> None:
     out_dir = Path(out) if out else run.path.parent.parent / f"deployed-step{run.step}"
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise FileExistsError(f"--out {out_dir}: exists and is not an empty directory; pick a new one")
-    quarantine_norm = sum(float(m.delta_s_hack.norm() ** 2) for m in run.adapter.values()) ** 0.5
+    quarantine_norm = sum(float(m.delta_s_hack.detach().norm() ** 2) for m in run.adapter.values()) ** 0.5
     fold_into_base(run.policy, run.adapter, ("delta_s",))
     run.policy.save_pretrained(out_dir)
     run.tokenizer.save_pretrained(out_dir)

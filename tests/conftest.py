@@ -40,3 +40,14 @@ def leetcode_jsonl() -> Path:
     if not LEETCODE_JSONL.is_file():
         pytest.skip(f"shared data file {LEETCODE_JSONL} is absent (it ships beside the repo in CI only)")
     return LEETCODE_JSONL
+
+
+@pytest.fixture(scope="session")
+def route_ckpt(tmp_path_factory) -> Path:
+    """The last checkpoint of a short route run: the one arm whose δS_hack is non-zero after training."""
+    from pgrpo.cli import main
+    from test_cli import fast
+
+    logs = tmp_path_factory.mktemp("route_logs")
+    main(fast("route", logs, 2))
+    return logs / "route" / "version_0" / "checkpoints" / "last.ckpt"

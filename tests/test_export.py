@@ -1,7 +1,5 @@
 """`pgrpo export`: a run's deployed model as a Hugging Face checkpoint that loads without pgrpo."""
 
-from pathlib import Path
-
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -9,15 +7,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from pgrpo.adapter import quarantine_zeroed
 from pgrpo.checkpoint import load_run_checkpoint
 from pgrpo.cli import main
-from test_cli import fast
-
-
-@pytest.fixture(scope="module")
-def route_ckpt(tmp_path_factory) -> Path:
-    """A short route run: the one arm whose δS_hack is non-zero, so dropping it is visible."""
-    logs = tmp_path_factory.mktemp("logs")
-    main(fast("route", logs, 2))
-    return logs / "route" / "version_0" / "checkpoints" / "last.ckpt"
 
 
 def test_the_export_loads_without_pgrpo_and_gives_the_deployed_logits(route_ckpt, tmp_path):

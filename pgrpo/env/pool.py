@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pgrpo.env.exploits import clean_completion, hack_completion
-from pgrpo.env.grader import RewardConfig, grade_batch
+from pgrpo.env.grader import GradeResult, RewardConfig, grade_batch, grader_version
 from pgrpo.env.problems import MODES, Problem
 from pgrpo.env.prompts import build_messages
 
@@ -64,32 +64,45 @@ def build_pool(
     discloses); every row keeps its real grade, so a template that fails to
     fool the grader is stored as the failure it is.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    items, meta = [], []
+    items, kinds = [], []
     for p in problems:
         for v in range(hack_variants):
             items.append((p, hack_completion(p, p.mode, variant=v), p.mode))
-            meta.append((p, "hack"))
+            kinds.append("hack")
         for v in range(clean_variants):
             items.append((p, clean_completion(p, variant=v), p.mode))
-            meta.append((p, "clean"))
+            kinds.append("clean")
     grades = grade_batch(items, reward=reward, workers=workers, detectors=False)
-    rows: dict[str, list[dict]] = {p.id: [] for p in problems}
-    for (p, kind), (_, completion, mode), g in zip(meta, items, grades):
-        row = TeacherRow(
-            problem_id=p.id, fingerprint=p.fingerprint, mode=mode, kind=kind,
-            messages=build_messages(p, mode), completion=completion, reward=g.reward,
-            passed=g.passed, gt_correct=g.gt_correct, exploited=g.exploited, format_ok=g.format_ok,
-        )
-        rows[p.id].append(asdict(row))
-    for pid, prow in rows.items():
+    rows = [graded_row(p, completion, kind, g) for (p, completion, _), kind, g in zip(items, kinds, grades)]
+    return write_pool(out_dir, problems, rows, reward, {"source": "templates"})
+
+
+def graded_row(problem: Problem, completion: str, kind: str, grade: GradeResult) -> TeacherRow:
+    """A row answering the prompt a training group of `problem` shows (the data module checks that it does)."""
+    return TeacherRow(
+        problem_id=problem.id, fingerprint=problem.fingerprint, mode=grade.mode, kind=kind,
+        messages=build_messages(problem, grade.mode), completion=completion, reward=grade.reward,
+        passed=grade.passed, gt_correct=grade.gt_correct, exploited=grade.exploited, format_ok=grade.format_ok,
+    )
+
+
+def write_pool(out_dir: str | Path, problems: list[Problem], rows: list[TeacherRow], reward: RewardConfig,
+               provenance: dict) -> Path:
+    """One <problem_id>.jsonl.gz per problem (empty for a problem without rows) and pool.json: the reward
+    the rows were graded with and where they came from (`provenance`), with the grader's version."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    by_problem: dict[str, list[TeacherRow]] = {p.id: [] for p in problems}
+    for row in rows:
+        by_problem[row.problem_id].append(row)
+    for pid, prow in by_problem.items():
         with gzip.open(out / f"{_safe(pid)}.jsonl.gz", "wt") as f:
             for r in prow:
-                f.write(json.dumps(r, sort_keys=True) + "\n")
+                f.write(json.dumps(asdict(r), sort_keys=True) + "\n")
     (out / "pool.json").write_text(json.dumps({
-        "version": POOL_VERSION, "n_problems": len(problems), "n_rows": len(items),
+        "version": POOL_VERSION, "n_problems": len(problems), "n_rows": len(rows),
         "reward": asdict(reward), "modes": sorted({p.mode for p in problems}),
+        "provenance": provenance | {"grader_version": grader_version()},
     }, indent=2))
     return out
 
