@@ -15,13 +15,16 @@ from pathlib import Path
 import torch
 
 from pgrpo.cache import announce_build, announce_cached, duration
-from pgrpo.env import Problem
-from pgrpo.env.pairs import ContrastivePair, load_pairs, nonhack_pairs, shuffled_pairs, template_pairs
+from pgrpo.env import MODES, Problem
+from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs,
+                             template_pairs)
+from pgrpo.env.pool import TeacherPool
 from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basis, nll_grads, pairs_hash
 from pgrpo.chat import render_chat
 from pgrpo.rollout import encode_prompts, pack
 
 
+RUN_POOL = "pool"  # extraction.pairs naming the teacher pool of the run itself
 SHUFFLED_VARIANTS = 4  # template pairs per problem behind the shuffled control: 8 completions to deal labels over
 V_SECONDS_PER_COMPLETION = 0.1  # its gradient on the embedded model, measured on 2 cores (for the announcement)
 
@@ -31,7 +34,8 @@ class ExtractionConfig:
     """How V is built (each field's docstring is its `--help`)."""
 
     pairs: str = "templates"
-    """templates (built-in hack/clean completions of the training problems) or a JSON file of pairs."""
+    """templates (built-in hack/clean completions of the training problems), pool (the run's teacher pool, mined:
+    each exploited row against a gt-correct row of its problem), a teacher-pool directory, or a JSON file of pairs."""
     modes: list[str] | None = None
     """Only pairs of these loophole modes (what a weak detector knows); None: all."""
     k: int = 4
@@ -59,6 +63,11 @@ def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: s
     elif cfg.pairs == "templates":
         # the shuffled control deals labels across several completions of each problem
         pairs = template_pairs(problems, cfg.modes, variants=SHUFFLED_VARIANTS if control == "shuffled" else 1)
+    elif (Path(cfg.pairs) / "pool.json").is_file():
+        pairs = pool_pairs(TeacherPool.load(cfg.pairs), problems, cfg.modes or list(MODES))
+    elif cfg.pairs == RUN_POOL:
+        raise ValueError(f"extraction.pairs={RUN_POOL!r} means the run's teacher pool: pgrpo fit resolves it to the "
+                         f"pool's directory; elsewhere pass that directory")
     else:
         pairs = [p for p in load_pairs(cfg.pairs) if cfg.modes is None or p.mode in cfg.modes]
     if control == "shuffled":

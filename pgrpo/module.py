@@ -27,7 +27,7 @@ from pgrpo.cache import announce_build, announce_cached, cache_dir
 from pgrpo.data import PromptGroup
 from pgrpo.env import MODES, GradeQueue, GradeResult, Problem, RewardConfig
 from pgrpo.env.time_limits import FLOOR_S
-from pgrpo.basis import ExtractionConfig, cached_basis_path, load_or_extract_basis, save_atomically
+from pgrpo.basis import RUN_POOL, ExtractionConfig, cached_basis_path, load_or_extract_basis, save_atomically
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id
@@ -231,7 +231,14 @@ class ProjectedGRPO(L.LightningModule):
         Under DDP/FSDP every rank gets rank 0's V, bit for bit: ranks that extracted on their own could differ
         in the last bits, and the gradient edit must be the same everywhere."""
         hp = self.hparams
-        args = dict(cfg=extraction or self.extraction, model_id=model_id(self.model_name),
+        extraction = extraction or self.extraction
+        if extraction.pairs == RUN_POOL:
+            pool = self.trainer.datamodule.pool
+            if pool is None:
+                raise ValueError(f"model.extraction.pairs={RUN_POOL!r} mines the run's teacher pool, but this run has "
+                                 f"none (data.mix_ratio is 0): give a pool directory or a pairs file instead")
+            extraction = replace(extraction, pairs=str(pool.path))
+        args = dict(cfg=extraction, model_id=model_id(self.model_name),
                     target_key={"targets": list(hp.target_modules), "max_rank": hp.max_rank, "dtype": hp.dtype},
                     temperature=self.generation.temperature, control=control)
         cache = cache_dir() / "bases" if cached else None

@@ -13,7 +13,7 @@ from tokenizers import processors
 import pgrpo.basis as basis_file
 import pgrpo.module as module_file
 from pgrpo.adapter import attach_adapter
-from pgrpo.basis import ExtractionConfig, completion_grads, load_or_extract_basis
+from pgrpo.basis import ExtractionConfig, completion_grads, contrastive_pairs, load_or_extract_basis
 from pgrpo.data import GRPODataModule
 from pgrpo.env import load_problems
 from pgrpo.env.prompts import build_messages
@@ -203,3 +203,14 @@ def test_a_chat_template_that_writes_the_bos_is_not_given_a_second_one():
     prompt = render_chat(tokenizer, [{"role": "user", "content": "hi"}])
     (ids,) = encode_prompts(tokenizer, [prompt])
     assert ids.count(tokenizer.eos_token_id) == 1 and ids[0] == tokenizer.eos_token_id
+
+
+def test_pairs_from_a_pool_directory_are_mined_and_the_run_pool_keyword_needs_a_run(tmp_path):
+    from pgrpo.env.pool import build_pool
+
+    problems = load_problems()[:6]
+    pool_dir = build_pool(problems, tmp_path / "pool", hack_variants=1, clean_variants=1)
+    pairs = contrastive_pairs(problems, ExtractionConfig(pairs=str(pool_dir), n_heldout=1))
+    assert sorted(p.problem_id for p in pairs) == sorted(p.id for p in problems)  # one mined pair per problem
+    with pytest.raises(ValueError, match="pgrpo fit resolves it"):
+        contrastive_pairs(problems, ExtractionConfig(pairs="pool"))
