@@ -55,9 +55,10 @@ def sample_pool(source: str, problems: list[Problem], out_dir: str | Path, *, ha
         kept.append(graded_row(p, text, kind, g))
     if not kept:
         raise ValueError(f"{source}: none of its {len(texts)} samples hacked or solved a problem; nothing to keep "
-                         f"(sample more with --samples_per_problem, or from a model that solves or hacks)")
+                         f"(sample more with --sampling.n, or from a model that solves or hacks)")
     provenance |= {"sampling": asdict(sampling), "sampled": len(texts),
-                   "hacks_sampled": sum(g.exploited for g in grades), "solved_sampled": sum(g.gt_correct for g in grades)}
+                   "hacks_sampled": sum(g.exploited for g in grades),
+                   "solved_sampled": sum(g.gt_correct for g in grades)}
     return write_pool(out_dir, problems, kept, reward, provenance)
 
 
