@@ -26,7 +26,7 @@ from pgrpo.bench import bench
 from pgrpo.export import export
 from pgrpo.module import ProjectedGRPO
 from pgrpo.progress import StepProgressBar
-from pgrpo.sampled_pool import Sampling
+from pgrpo.sampled_pool import Sampling, sample_pool
 from pgrpo.report import report
 from pgrpo.summary import RunSummary
 from pgrpo.sweep import sweep
@@ -76,7 +76,6 @@ def build_pool(
         dtype: with --from-model, the base weights' dtype.
     """
     from pgrpo.env.pool import TeacherPool, build_pool as build
-    from pgrpo.sampled_pool import sample_pool
 
     probs = load_problems(problems, modes=modes)
     if from_model:
