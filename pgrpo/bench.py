@@ -256,7 +256,8 @@ def time_arm(kind: str, model: str, sizes: Sizes, root: Path) -> list[dict[str, 
     # "unshared" is the step as it was before prompt sharing: every row runs its own prompt, and the
     # reference forward runs every step although beta = 0
     unshared = {"share_prompts": False, "kl_every": 1} if kind == "unshared" else {}
-    module = cls(model=model, projection=ProjectionConfig(arm=ARMS[kind]),
+    target = "position" if kind == "route" else "grad"  # route parks a projected position, never a gradient
+    module = cls(model=model, projection=ProjectionConfig(arm=ARMS[kind], target=target),
                  generation=GenerationConfig(max_new_tokens=new_tokens), **unshared)
     data = GRPODataModule(model=model, seed=0, group_size=group, prompts_per_step=prompts)
     timer = StepTimes()

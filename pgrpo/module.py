@@ -32,9 +32,10 @@ from pgrpo.basis import RUN_POOL, ExtractionConfig, cached_basis_path, load_or_e
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
+from pgrpo.optim import OptimConfig, build_optimizer, warmup_schedule
 from pgrpo.projection import (
-    ProjectionConfig, advantage_gate, knob_snapshot, project_adapter_grads, project_update, purge_adam_moments,
-    rollout_hack_fraction,
+    ProjectionConfig, advantage_gate, along_v, knob_snapshot, project_adapter_grads, project_knobs,
+    purge_adam_moments, rollout_hack_fraction, update_hack_fraction,
 )
 from pgrpo.rollout import Packed, encode_prompts, pack, sample
 from pgrpo.skyline import SkylineConfig, apply_skyline
@@ -66,24 +67,6 @@ class GenerationConfig:
     """Memory vLLM reserves for its KV cache (RAM on a CPU, GPU memory on a GPU)."""
     vllm_max_model_len: int | None = None
     """Longest prompt + completion vLLM accepts (None: the model's own limit; lower it to fit a small KV cache)."""
-
-
-@dataclass
-class OptimConfig:
-    """AdamW over the knobs (each field's docstring is its `--help`)."""
-
-    lr: float = 1e-2
-    """Learning rate of δS and δS_hack."""
-    weight_decay: float = 0.0
-    """Decoupled weight decay of δS."""
-    hack_weight_decay: float = 0.0
-    """Weight decay of δS_hack: it would leak the quarantine back towards zero, so keep it off unless studying that."""
-    betas: tuple[float, float] = (0.9, 0.99)
-    """Adam's moment decay rates."""
-    warmup_steps: int = 0
-    """Linear warmup; step s gets lr · (s + 1) / (warmup + 1), so the first step already moves."""
-    max_grad_norm: float | None = 1.0
-    """Clip the knob gradients' norm after the projection (None: no clipping)."""
 
 
 @dataclass
@@ -161,13 +144,14 @@ class ProjectedGRPO(L.LightningModule):
             dtype: base weights' dtype (float32 | bfloat16 | float16); the knobs are always fp32.
             target_modules: Linear attribute names that get the SVD adapter.
             max_rank: keep only the top singular directions per Linear (None keeps all).
-            projection: arm (none | erase | route), gate, overshoot, preserve_magnitude.
+            projection: arm (none | erase | route | adv_gate), target (grad | update | position), gate, overshoot.
             extraction: how V is built (pairs source, k, tau_axis, noise floor, held-out pairs).
             loss: PPO clip range, KL estimator and beta, reduction (drgrpo | grpo).
             advantage_scale: "none" (Dr.GRPO, A = R − mean), "group" (÷ group std), "batch" (÷ batch std).
             num_iterations: optimizer steps per generated batch (> 1 uses the sampling-time logprobs as π_old).
             generation: max_new_tokens, temperature, top_p of the student samples.
-            optim: AdamW over the knobs and its warmup; max_grad_norm clips after projection.
+            optim: the knobs' optimizer (adamw | sgd), what Adam's second moment sees, warmup; max_grad_norm clips
+                after the projection.
             reward: format bonus and pass reward (gt_correct never enters it).
             skyline: a ground-truth intervention (screen | penalty), reported as an oracle skyline: the only way
                 the oracle's verdict reaches a reward or an advantage (none by default).
@@ -286,17 +270,9 @@ class ProjectedGRPO(L.LightningModule):
 
     @override
     def configure_optimizers(self):
-        knobs = [m.delta_s for m in self.adapter.values()]
-        quarantine = [m.delta_s_hack for m in self.adapter.values()]
-        opt = torch.optim.AdamW(
-            [{"params": knobs, "weight_decay": self.optim.weight_decay},
-             {"params": quarantine, "weight_decay": self.optim.hack_weight_decay}],
-            lr=self.optim.lr, betas=self.optim.betas,
-        )
-        warmup = self.optim.warmup_steps
-        # step s gets lr·(s+1)/(warmup+1): the very first step already moves (the reference's began at 0)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / (warmup + 1)))
-        return [opt], [sched]
+        opt = build_optimizer([m.delta_s for m in self.adapter.values()],
+                              [m.delta_s_hack for m in self.adapter.values()], self.optim)
+        return [opt], [warmup_schedule(opt, self.optim.warmup_steps)]
 
     # -- the step --------------------------------------------------------------------------------
     @override
@@ -331,7 +307,7 @@ class ProjectedGRPO(L.LightningModule):
         return {  # logged by the callbacks
             "metrics": {
                 **(ro.stats if fresh else {}), **loss_stats, **proj, "loss": loss, "grad_norm": grad_norm, "lr": lr,
-                **self.knob_norms(), **{f"time/{k}": v for k, v in timer.seconds.items()},
+                **self.knob_stats(), **{f"time/{k}": v for k, v in timer.seconds.items()},
             },
             "samples": ro.samples if fresh else [],
         }
@@ -573,6 +549,8 @@ class ProjectedGRPO(L.LightningModule):
     def project_grads(self, grads: "StepGrads", ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
+        if self.optim.second_moment == "raw":
+            self.optimizers().optimizer.keep_raw_grads()  # its second moment sees the gradient before any edit
         gate_stats = {}
         if self.projection.arm == "adv_gate":
             grads, gate_stats = self.gate_advantages(grads, ro)
@@ -580,8 +558,8 @@ class ProjectedGRPO(L.LightningModule):
         # all-reduces the same list
         g_student, g_teacher = grads.split(ro.is_student)
         all_reduce_mean_([*g_student.values(), *g_teacher.values()])  # under DDP: the split of the global gradient
-        # with target=update the gradient is only measured here; the update is projected after the step
-        cfg = replace(self.projection, arm="none") if self.projection.target == "update" else self.projection
+        # with target update or position the gradient is only measured here; the knobs are projected after the step
+        cfg = replace(self.projection, arm="none") if self.projection.target != "grad" else self.projection
         diag = project_adapter_grads(self.adapter, self.basis, cfg, g_student, g_teacher)
         stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
         return stats | gate_stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
@@ -609,11 +587,12 @@ class ProjectedGRPO(L.LightningModule):
         return StepGrads(rows, grads.prompts, grads.prompt_is_student), stats
 
     def project_knob_update(self, before: dict[str, Tensor]) -> dict[str, float]:
-        """proj/cout_update: the hack-ward fraction of the parameter change the optimizer actually made."""
-        if self.projection.target == "update":
-            return {"proj/cout_update": project_update(self.adapter, self.basis, self.projection, before)["update_cout"]}
-        measure = replace(self.projection, arm="none")
-        return {"proj/cout_update": project_update(self.adapter, self.basis, measure, before)["update_cin"]}
+        """Project the step's update or the knobs' position (target update | position), then proj/cout_update:
+        the hack-ward fraction of the change the step finally made."""
+        target = self.projection.target
+        if target != "grad":
+            project_knobs(self.adapter, self.basis, self.projection, before if target == "update" else None)
+        return {"proj/cout_update": update_hack_fraction(self.adapter, self.basis, before)}
 
     def clip_knob_grads(self) -> float:
         params = [p for m in self.adapter.values() for p in (m.delta_s, m.delta_s_hack) if p.grad is not None]
@@ -623,12 +602,16 @@ class ProjectedGRPO(L.LightningModule):
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         if not torch.isfinite(norm):
             raise FloatingPointError(f"non-finite gradient norm {norm.item()} at step {self.global_step}")
+        if self.optim.second_moment == "raw":  # clip_grad_norm_'s own factor, so both moments see one scale
+            self.optimizers().optimizer.scale_raw_grads(min(1.0, max_norm / (float(norm) + 1e-6)))
         return float(norm)
 
-    def knob_norms(self) -> dict[str, float]:
+    def knob_stats(self) -> dict[str, float]:
+        """‖δS‖, ‖δS_hack‖ and where both sit along V (`along_v`): the drift a biased projection shows first."""
         ds = torch.cat([m.delta_s.detach().flatten() for m in self.adapter.values()])
         dh = torch.cat([m.delta_s_hack.detach().flatten() for m in self.adapter.values()])
-        return {"adapter/delta_s_norm": float(ds.norm()), "adapter/delta_s_hack_norm": float(dh.norm())}
+        return {"adapter/delta_s_norm": float(ds.norm()), "adapter/delta_s_hack_norm": float(dh.norm()),
+                **along_v(self.adapter, self.basis)}
 
     # -- checkpoints: knobs, V and RNG state; never the frozen base --------------------------------
     @override

@@ -1,5 +1,11 @@
-"""Remove (erase) or park (route) the hack-ward component of the knob gradient, once per optimizer step;
-or discount the advantage of each rollout whose own gradient is hack-ward (adv_gate), with the same V."""
+"""Remove (erase) or park (route) the hack-ward component along V, once per optimizer step, of the knob
+gradient, of the update the optimizer made, or of the knobs' position; or discount the advantage of each
+rollout whose own gradient is hack-ward (adv_gate), with the same V.
+
+Sign convention: V lives in the *gradient* convention (c = V g > 0: descending g moves hack-ward). A change
+of the knobs Δ is written as the gradient that would cause it, −Δ, before it is gated; so ⟨V, δS⟩ > 0 means
+the knobs sit *away* from hack along V (`along_v`).
+"""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -13,6 +19,7 @@ from pgrpo.extraction import HackBasis, cin_null
 
 Arm = Literal["none", "erase", "route", "adv_gate"]
 Gate = Literal["one_sided", "no_gate", "reverse"]
+Target = Literal["grad", "update", "position"]
 
 
 @dataclass
@@ -25,15 +32,21 @@ class ProjectionConfig:
     advantage by 1 − σ((f − adv_gate_center) / adv_gate_temperature), f the hack-ward fraction of that
     rollout's own gradient (the advantage-level twin of erase, on the same V)."""
     gate: Gate = "one_sided"
-    """Which coefficients c = V g are removed: one_sided relu(c) (only hack-ward), no_gate c (the whole span(V)
-    component), reverse 2c (reflect it)."""
+    """Which coefficients c = V g of the target are removed: one_sided relu(c) (only hack-ward), no_gate c
+    (the whole span(V) component), reverse 2c (reflect it). On target grad or update one_sided is a biased
+    estimator (a ratchet: each step may only move away from hack along V, so the knobs drift by the
+    gradient's noise along V); on target position it is the half-space constraint ⟨V, δS⟩ ≥ 0, which
+    restoring steps pass."""
     overshoot: float = 1.0
     """Scale of the removed vector."""
     preserve_magnitude: bool = False
     """Rescale the projected gradient g' to ‖g‖."""
-    target: Literal["grad", "update"] = "grad"
-    """grad: project the gradient; update: project the parameter change the optimizer actually made (Adam steps
-    on its moments, not on g)."""
+    target: Target = "grad"
+    """What is projected, once per step: grad, the gradient before the optimizer step; update, the change the
+    optimizer made (Adam steps on its moments, not on g); position, the knobs themselves after the step,
+    relative to the base (δS = 0), so the constraint holds the place rather than each move. The gradient and
+    the optimizer's moments stay raw under update and position. Route needs update or position: the
+    training forward (δS + δS_hack) then moves exactly as vanilla's and only the deployed δS differs."""
     purge_adam_moments: bool = False
     """Remove the gated span(V) part of Adam's first moment before each step (not under arm none)."""
     adv_gate_center: float = 0.4
@@ -52,8 +65,14 @@ class ProjectionConfig:
             raise ValueError(f"ProjectionConfig.adv_gate_temperature must be > 0, got {self.adv_gate_temperature}")
         if self.gate not in ("one_sided", "no_gate", "reverse"):
             raise ValueError(f"ProjectionConfig.gate must be 'one_sided', 'no_gate' or 'reverse', got {self.gate!r}")
-        if self.target not in ("grad", "update"):
-            raise ValueError(f"ProjectionConfig.target must be 'grad' or 'update', got {self.target!r}")
+        if self.target not in ("grad", "update", "position"):
+            raise ValueError(f"ProjectionConfig.target must be 'grad', 'update' or 'position', got {self.target!r}")
+        if self.arm == "route" and self.target == "grad":
+            # a gradient parked in δS_hack gets Adam moments of its own: near-full-lr steps along V every step,
+            # so the training forward leaves vanilla's path and the deployed model neither hacks nor solves
+            raise ValueError("ProjectionConfig.arm 'route' parks the projected update or position in δS_hack, so "
+                             "that the training forward moves as vanilla's: set target 'update' or 'position' "
+                             "(got 'grad')")
         if not self.overshoot > 0:
             raise ValueError(f"ProjectionConfig.overshoot must be > 0, got {self.overshoot}")
 
@@ -91,11 +110,11 @@ def project_adapter_grads(
     g_student: Mapping[str, Tensor] | None = None,
     g_teacher: Mapping[str, Tensor] | None = None,
 ) -> dict[str, float | dict[str, float]]:
-    """Edit delta_s.grad / delta_s_hack.grad per cfg.arm, after backward and before the optimizer step.
+    """Edit delta_s.grad per cfg.arm (erase), after backward and before the optimizer step.
 
     Modules without basis rows keep their delta_s.grad. delta_s_hack.grad is set
-    to None everywhere (so it never moves) except under route, where it is
-    exactly `removed` for the basis modules. Diagnostics, aggregated over the
+    to None everywhere, so the optimizer never moves δS_hack on its own (route
+    moves it in `project_knobs`). Diagnostics, aggregated over the
     basis modules: cin / cout = hack_fraction of g / g' (under none, the g' that
     erase would apply: a sanity check, ~0 for one_sided), cin_student /
     cin_teacher on the split grads when given, fired = fraction of hack axes with
@@ -103,13 +122,13 @@ def project_adapter_grads(
     the same per-module norms (`cin_null`), cin_per_module = {name: ‖relu(V g)‖ / ‖g‖}.
     """
     _check_basis(modules, basis)
-    grads, projected, removed, coeffs = {}, {}, {}, {}
+    grads, projected, coeffs = {}, {}, {}
     for name in basis.V:
         grad = modules[name].delta_s.grad
         if grad is None:
             raise ValueError(f"{name}.delta_s.grad is None: call backward before project_adapter_grads")
         grads[name] = grad
-        projected[name], removed[name], coeffs[name] = project_vector(grad, basis.V[name].to(grad), cfg)
+        projected[name], _, coeffs[name] = project_vector(grad, basis.V[name].to(grad), cfg)
     scalars = {"cin": hack_fraction(grads, basis), "cout": hack_fraction(projected, basis),
                "cin_null": cin_null(grads, basis)}
     if g_student is not None:
@@ -123,8 +142,8 @@ def project_adapter_grads(
     per_module = torch.stack([coeffs[n].clamp(min=0).norm() / grads[n].norm().clamp(min=tiny) for n in basis.V])
     # Write only after measuring: grads[name] is the live .grad tensor.
     for name, module in modules.items():
-        module.delta_s_hack.grad = removed[name] if cfg.arm == "route" and name in removed else None
-        if cfg.arm in ("erase", "route") and name in projected:
+        module.delta_s_hack.grad = None
+        if cfg.arm == "erase" and name in projected:
             module.delta_s.grad.copy_(projected[name])
     # One host sync for every number instead of one per module.
     values = torch.cat([torch.stack(list(scalars.values())), per_module]).tolist()
@@ -134,40 +153,66 @@ def project_adapter_grads(
 
 
 def knob_snapshot(modules: Mapping[str, SVDAdapterLinear]) -> dict[str, Tensor]:
-    """delta_s values before an optimizer step, for `project_update`."""
+    """delta_s values before an optimizer step, for `project_knobs` and `update_hack_fraction`."""
     return {name: m.delta_s.detach().clone() for name, m in modules.items()}
 
 
-def project_update(
+def project_knobs(
     modules: Mapping[str, SVDAdapterLinear],
     basis: HackBasis,
     cfg: ProjectionConfig,
-    before: Mapping[str, Tensor],
-) -> dict[str, float]:
-    """Project the actual parameter change Δ = delta_s − before made by the optimizer step.
+    origin: Mapping[str, Tensor] | None,
+) -> None:
+    """Project δS − origin along V, after the optimizer step: the step's update (origin: δS before it) or the
+    position (origin None: the base, δS = 0).
 
-    AdamW steps on its moments, not on g, so a projected gradient can still give
-    a hack-ward update; this acts on the update itself. V lives in the gradient
-    convention (V g > 0: descending g moves hack-ward) and a step is Δ ≈ −lr·g,
-    so a hack-ward update has V Δ < 0: the gate sees −Δ, and the result is
-    negated back. none only measures; erase sets delta_s = before + Δ'; route
-    also moves delta_s_hack by the removed update. Returns update_cin /
-    update_cout = the hack-ward fraction of Δ / Δ' (with arm none, update_cin is
-    the cout of the real update of a gradient-projection run).
+    The change is written as the gradient that would cause it, −(δS − origin), and gated as a gradient is
+    (see the module's sign convention). erase sets δS = origin + the projected change; route also adds what
+    was removed to δS_hack, so δS + δS_hack, the training forward's knob, is exactly what the optimizer made.
     """
     _check_basis(modules, basis)
-    descent, projected = {}, {}  # −Δ and −Δ': the update written as the gradient that would cause it
+    if cfg.arm not in ("erase", "route"):
+        return
     with torch.no_grad():
-        for name in basis.V:
+        for name, rows in basis.V.items():
             knob = modules[name].delta_s
-            descent[name] = before[name].to(knob) - knob.detach().float()
-            projected[name], removed, _ = project_vector(descent[name], basis.V[name].to(knob), cfg)
-            if cfg.arm != "none":
-                knob.copy_(before[name].to(knob) - projected[name])
+            start = origin[name].to(knob) if origin is not None else torch.zeros_like(knob)
+            made = knob.detach().clone()
+            kept, _, _ = project_vector(start - made, rows.to(knob), cfg)
+            knob.copy_(start - kept)
             if cfg.arm == "route":
-                modules[name].delta_s_hack.sub_(removed)
-    update_cin, update_cout = torch.stack([hack_fraction(descent, basis), hack_fraction(projected, basis)]).tolist()
-    return {"update_cin": update_cin, "update_cout": update_cout}
+                modules[name].delta_s_hack.add_(made - knob)
+
+
+def update_hack_fraction(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis,
+                         before: Mapping[str, Tensor]) -> float:
+    """The hack-ward fraction of the change δS − before the step made (after any projection of it): the cout
+    of the update actually applied."""
+    with torch.no_grad():
+        descent = {name: before[name].to(modules[name].delta_s) - modules[name].delta_s.detach().float()
+                   for name in basis.V}
+        return float(hack_fraction(descent, basis))
+
+
+def along_v(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> dict[str, float]:
+    """Where the knobs sit along V: for δS and δS_hack, Σ_m Σ_i ⟨V_mi, δS_m⟩ (signed; > 0 is away from hack)
+    and ‖(V_m δS_m)_m‖ / ‖(δS_m)_m‖ over the basis modules (the share of the knobs inside span(V)).
+
+    The one-sided gradient gate shows here first: under it δS drifts along V, away from hack, by the
+    gradient's noise, long before the hack or solve curves move.
+    """
+    tiny = torch.finfo(torch.float32).tiny
+    stats = {}
+    with torch.no_grad():
+        for knob in ("delta_s", "delta_s_hack"):
+            coeffs = [basis.V[n].to(getattr(modules[n], knob)) @ getattr(modules[n], knob).detach().float()
+                      for n in basis.V]
+            total = torch.cat([getattr(modules[n], knob).detach().float().flatten() for n in basis.V]).norm()
+            c = torch.cat(coeffs)
+            signed, share = torch.stack([c.sum(), c.norm() / total.clamp(min=tiny)]).tolist()
+            stats[f"adapter/{knob}_along_v"] = signed
+            stats[f"adapter/{knob}_along_v_share"] = share
+    return stats
 
 
 def purge_adam_moments(optimizer: torch.optim.Optimizer, modules: Mapping[str, SVDAdapterLinear],

@@ -25,6 +25,9 @@ HACK, SOLVE = "hack/student", "solve/student"
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
            ("null_student", "proj/cin_null_student"), ("cin_teacher", "proj/cin_teacher"),
            ("null_teacher", "proj/cin_null_teacher")]
+# the knobs' state beside the rates: a gradient edit that damages the model shows as entropy and ‖δS‖ climbing,
+# and a biased one as δS drifting along V (⟨V, δS⟩ > 0: away from hack); each appears when some run logged it
+STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"), ("⟨V,δS⟩", "adapter/delta_s_along_v")]
 # each appears only when some run logged it: the control's overlap with the real V (logged once, at train start)
 # and the route arm's deployment eval, both read at their last value
 OPTIONAL_COLUMNS = [("control overlap", "proj/control_overlap"), ("deploy hack", "deploy/hack"),
@@ -226,7 +229,7 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
     """One markdown row per arm: its kind, seeds, last-`last`-step mean ± std of hack and solve, their deltas
     paired with `pairs[arm]` at the same seed, solve against the `honest` arm's, hacked runs, cin."""
     logged = {tag for runs in by_arm.values() for r in runs for tag in r.scalars}
-    columns = list(COLUMNS) + [(c, tag) for c, tag in OPTIONAL_COLUMNS if tag in logged]
+    columns = list(COLUMNS) + [(c, tag) for c, tag in STATE_COLUMNS + OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
     header = ["arm", "kind", "seeds", "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
               *[c for c, _ in columns[2:]]]

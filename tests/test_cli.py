@@ -18,7 +18,8 @@ REQUIRED_TAGS = [
     "hack/student", "hack/teacher", "solve/student", "solve/teacher", "reward", "reward_std",
     "frac_reward_zero_std", "completions/mean_length", "completions/clipped_ratio", "kl", "loss", "grad_norm",
     "lr", "proj/cin_student", "proj/cin_teacher", "proj/cin", "proj/cout", "proj/fired",
-    "adapter/delta_s_norm", "adapter/delta_s_hack_norm",
+    "adapter/delta_s_norm", "adapter/delta_s_hack_norm", "adapter/delta_s_along_v", "adapter/delta_s_along_v_share",
+    "adapter/delta_s_hack_along_v",
 ]
 
 
@@ -31,6 +32,20 @@ def fast(arm: str, logs: Path, steps: int = 4, *extra: str) -> list[str]:
         "--model.generation.max_new_tokens=24", "--data.group_size=4", "--data.prompts_per_step=2",
         *extra,
     ]
+
+
+def test_route_trains_on_vanillas_path_and_differs_only_as_deployed(tmp_path):
+    # the training forward sees δS + δS_hack: under route it must move exactly as vanilla's δS (same seed, same
+    # split), so that deploying without δS_hack is the only difference between the two arms
+    main(fast("vanilla", tmp_path / "v", 3, "--data.n_eval_prompts=6"))
+    main(fast("route", tmp_path / "r", 3))
+    knobs = {arm: torch.load(tmp_path / d / arm / "version_0" / "checkpoints" / "last.ckpt")["state_dict"]
+             for arm, d in (("vanilla", "v"), ("route", "r"))}
+    trained = {k: v for k, v in knobs["route"].items() if k.endswith(".delta_s")}
+    parked = sum(float(knobs["route"][k + "_hack"].norm()) for k in trained)
+    assert parked > 0
+    for key, value in trained.items():
+        torch.testing.assert_close(value + knobs["route"][key + "_hack"], knobs["vanilla"][key], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("arm", ["vanilla", "erase", "route"])

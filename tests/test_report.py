@@ -284,3 +284,14 @@ def test_the_honest_arm_is_the_one_without_a_loophole_preferring_the_one_named_h
     assert pick_honest({"honest": arm("none"), "clean": arm("none")}) == "honest"
     assert pick_honest({"a": arm("none"), "b": arm("none")}) is None
     assert pick_honest({"vanilla": arm("partition")}) is None
+
+
+def test_the_knobs_state_gets_its_columns_when_logged(tmp_path, capsys):
+    # a gradient edit that damages the model shows as entropy and ‖δS‖, a biased one as drift along V
+    state = {"entropy": 0.3, "adapter/delta_s_norm": 30.0, "adapter/delta_s_along_v": 12.5}
+    write_run(tmp_path / "vanilla" / "seed0", "none", {"hack/student": 0.5, "solve/student": 0.2})
+    write_run(tmp_path / "erase" / "seed0", "erase", {"hack/student": 0.1, "solve/student": 0.1, **state})
+    main(["report", str(tmp_path)])
+    rows = table(capsys.readouterr().out, "arm")
+    assert (rows["erase"]["entropy"], rows["erase"]["‖δS‖"], rows["erase"]["⟨V,δS⟩"]) == ("0.300", "30.000", "12.500")
+    assert rows["vanilla"]["⟨V,δS⟩"] == "–"
