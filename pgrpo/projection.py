@@ -5,6 +5,13 @@ rollout whose own gradient is hack-ward (adv_gate), with the same V.
 Sign convention: V lives in the *gradient* convention (c = V g > 0: descending g moves hack-ward). A change
 of the knobs Δ is written as the gradient that would cause it, −Δ, before it is gated; so ⟨V, δS⟩ > 0 means
 the knobs sit *away* from hack along V (`along_v`).
+
+Why the one-sided variant constrains the position: gating each step (relu(V g)) keeps min(c, 0) along V, so
+zero-mean noise alone walks δS away from hack by E[relu(c)] ≈ 0.4 σ_c a step, and every restoring step is
+gated away (a ratchet). Subtracting that bias would need σ_c per axis and step, which one gradient does not
+give. A constraint on where δS is, ⟨V, δS⟩ ≥ 0 (a projection onto a convex set after each step), needs
+nothing estimated: inside the half-space every step passes, so noise only reflects off its wall (drift ~ √t,
+not t: tests/test_projection.py measures both), and restoring steps are never removed.
 """
 
 from collections.abc import Mapping
