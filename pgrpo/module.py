@@ -549,7 +549,7 @@ class ProjectedGRPO(L.LightningModule):
     def project_grads(self, grads: "StepGrads", ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
-        if self.optim.second_moment == "raw":
+        if self.optim.second_moment != "projected":
             self.optimizers().optimizer.keep_raw_grads()  # its second moment sees the gradient before any edit
         gate_stats = {}
         if self.projection.arm == "adv_gate":
@@ -602,7 +602,7 @@ class ProjectedGRPO(L.LightningModule):
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         if not torch.isfinite(norm):
             raise FloatingPointError(f"non-finite gradient norm {norm.item()} at step {self.global_step}")
-        if self.optim.second_moment == "raw":  # clip_grad_norm_'s own factor, so both moments see one scale
+        if self.optim.second_moment != "projected":  # clip_grad_norm_'s own factor, so both moments see one scale
             self.optimizers().optimizer.scale_raw_grads(min(1.0, max_norm / (float(norm) + 1e-6)))
         return float(norm)
 

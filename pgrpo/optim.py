@@ -4,7 +4,12 @@ Why a second-moment option: a projection edits the gradient the optimizer sees. 
 moment then shrinks where the projection removed signal, and the step along what is left grows by up to
 1/(1 − α) for a removed share α of the gradient's energy there; the projection's edit is amplified, not
 merely applied. With `second_moment: raw` the first moment gets the projected gradient and the second the
-raw one, so the step size is the one the unedited gradient would have had.
+raw one, so the step size is the one the unedited gradient would have had. But a projection can also make a
+coordinate *larger* than the raw gradient had it (removing a span(V) component moves every coordinate it
+touches), and there the raw second moment divides by almost nothing: measured on the embedded lab, random V
+with no_gate, entropy 0.07 → 0.48 and ‖δS‖ 0 → 22 within the first 5 steps. `second_moment: max` feeds the
+second moment max(raw², projected²) per coordinate, so no step is larger than either plain AdamW's or the
+raw variant's.
 """
 
 from collections.abc import Iterable
@@ -31,9 +36,10 @@ class OptimConfig:
     """adamw: the moments' decay rates."""
     eps: float = 1e-8
     """adamw: added to the second moment's root; a larger eps turns small-gradient coordinates towards SGD."""
-    second_moment: Literal["projected", "raw"] = "projected"
-    """adamw: which gradient the second moment sees: projected (the one the first moment sees; plain AdamW) or
-    raw (the gradient before the projection, so a projection does not inflate the step along what it keeps)."""
+    second_moment: Literal["projected", "raw", "max"] = "projected"
+    """adamw: what the second moment accumulates: projected (the gradient the first moment sees; plain AdamW),
+    raw (the gradient before the projection, so a projection does not inflate the step along what it keeps;
+    unbounded where the projection grew a coordinate) or max (max(raw², projected²) per coordinate: neither)."""
     momentum: float = 0.9
     """sgd: heavy-ball momentum (0: plain SGD)."""
     warmup_steps: int = 0
@@ -44,23 +50,27 @@ class OptimConfig:
     def __post_init__(self) -> None:
         if self.name not in ("adamw", "sgd"):
             raise ValueError(f"OptimConfig.name must be 'adamw' or 'sgd', got {self.name!r}")
-        if self.second_moment not in ("projected", "raw"):
-            raise ValueError(f"OptimConfig.second_moment must be 'projected' or 'raw', got {self.second_moment!r}")
-        if self.name == "sgd" and self.second_moment == "raw":
-            raise ValueError("OptimConfig.second_moment 'raw' is AdamW's: SGD has no second moment (name 'sgd')")
+        if self.second_moment not in ("projected", "raw", "max"):
+            raise ValueError(f"OptimConfig.second_moment must be 'projected', 'raw' or 'max', got {self.second_moment!r}")
+        if self.name == "sgd" and self.second_moment != "projected":
+            raise ValueError(f"OptimConfig.second_moment {self.second_moment!r} is AdamW's: SGD has no second moment "
+                             f"(name 'sgd')")
         if not self.eps > 0:
             raise ValueError(f"OptimConfig.eps must be > 0, got {self.eps}")
 
 
 class RawSecondMomentAdamW(torch.optim.Optimizer):
-    """AdamW whose second moment accumulates the gradient handed to `keep_raw_grads` (the raw one), while its
-    first moment and the step use `.grad` (the projected one). Without a kept raw gradient it is AdamW.
+    """AdamW whose second moment accumulates the gradient handed to `keep_raw_grads` (the raw one; with
+    combine "max", the larger of it and `.grad` per coordinate), while its first moment and the step use
+    `.grad` (the projected one). Without a kept raw gradient it is AdamW.
 
     The state keys are torch's (exp_avg, exp_avg_sq, step), so code that edits AdamW's moments works on it.
     """
 
-    def __init__(self, params, lr: float, betas: tuple[float, float], eps: float, weight_decay: float = 0.0):
+    def __init__(self, params, lr: float, betas: tuple[float, float], eps: float, weight_decay: float = 0.0,
+                 combine: Literal["raw", "max"] = "raw"):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        self.combine = combine
         self.raw_grads: dict[Tensor, Tensor] = {}  # until the next step only: never part of a checkpoint
 
     def keep_raw_grads(self) -> None:
@@ -86,6 +96,8 @@ class RawSecondMomentAdamW(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 raw = self.raw_grads.get(p, p.grad)
+                if self.combine == "max":
+                    raw = torch.maximum(raw.abs(), p.grad.abs())
                 state["step"] += 1
                 step = float(state["step"])
                 p.mul_(1 - group["lr"] * group["weight_decay"])
@@ -102,8 +114,8 @@ def build_optimizer(knobs: Iterable[Tensor], quarantine: Iterable[Tensor], cfg: 
               {"params": list(quarantine), "weight_decay": cfg.hack_weight_decay}]
     if cfg.name == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
-    if cfg.second_moment == "raw":
-        return RawSecondMomentAdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+    if cfg.second_moment != "projected":
+        return RawSecondMomentAdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, combine=cfg.second_moment)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
 
 

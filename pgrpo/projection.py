@@ -74,6 +74,9 @@ class ProjectionConfig:
             raise ValueError(f"ProjectionConfig.gate must be 'one_sided', 'no_gate' or 'reverse', got {self.gate!r}")
         if self.target not in ("grad", "update", "position"):
             raise ValueError(f"ProjectionConfig.target must be 'grad', 'update' or 'position', got {self.target!r}")
+        if self.preserve_magnitude and self.target == "position":
+            raise ValueError("ProjectionConfig.preserve_magnitude rescales a projected gradient or update to its "
+                             "norm; on target 'position' it would rescale δS itself: leave it false")
         if self.arm == "route" and self.target == "grad":
             # a gradient parked in δS_hack gets Adam moments of its own: near-full-lr steps along V every step,
             # so the training forward leaves vanilla's path and the deployed model neither hacks nor solves

@@ -127,6 +127,11 @@ def test_route_on_the_gradient_is_refused_by_name():
         ProjectionConfig(arm="route", target="grad")
 
 
+def test_preserve_magnitude_on_the_position_is_refused():
+    with pytest.raises(ValueError, match="rescale δS itself"):
+        ProjectionConfig(arm="erase", target="position", preserve_magnitude=True)
+
+
 def test_route_leaves_the_gradient_alone_and_the_quarantine_without_a_gradient():
     modules, basis = adapters_with_grads()
     before = {name: m.delta_s.grad.clone() for name, m in modules.items()}
