@@ -57,6 +57,11 @@ def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: floa
             tag = f"{rate}/{rows}"
             if tag in scalars:
                 lines.append(f"  {tag:16}{mean(tag, False):>10}{mean(tag, True):>10}")
+    # the model's health beside the rates: an edit that damages it shows as entropy and ‖δS‖ climbing,
+    # a biased projection as δS drifting along V
+    for tag in ("entropy", "adapter/delta_s_norm", "adapter/delta_s_along_v"):
+        if tag in scalars:
+            lines.append(f"  {tag.removeprefix('adapter/'):16}{mean(tag, False):>10}{mean(tag, True):>10}")
     # a run without teacher rows still logs their (zero) cin: only rows that ran are summarised
     cin = [f"{rows} {mean(f'proj/cin_{rows}', True)} (null {mean(f'proj/cin_null_{rows}', True)})"
            for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars and f"hack/{rows}" in scalars]

@@ -9,3 +9,13 @@ def test_a_run_without_teacher_rows_summarises_the_student_alone():
                "proj/cin_teacher": [(1, 0.0)], "proj/cin_null_teacher": [(1, 0.0)]}
     text = summary(scalars, Path("logs/honest/version_0"), "none", 2, 4.0)
     assert "student 0.300 (null 0.150)" in text and "teacher" not in text
+
+
+def test_the_summary_shows_entropy_and_where_the_knobs_sit_along_v():
+    # a gradient edit that damages the model, or a biased one, must be visible at the end of the fit itself
+    scalars = {"hack/student": [(0, 0.0), (1, 0.5)], "entropy": [(0, 0.07), (1, 0.33)],
+               "adapter/delta_s_norm": [(0, 3.0), (1, 30.0)], "adapter/delta_s_along_v": [(0, 0.5), (1, 12.0)]}
+    lines = summary(scalars, Path("logs/erase/version_0"), "erase", 2, 4.0, window=1).splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ") and len(line.split()) == 3}
+    assert rows["entropy"] == ["0.070", "0.330"]
+    assert rows["delta_s_norm"] == ["3.000", "30.000"] and rows["delta_s_along_v"] == ["0.500", "12.000"]
