@@ -549,11 +549,12 @@ class ProjectedGRPO(L.LightningModule):
     def project_grads(self, grads: "StepGrads", ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
-        if self.optim.second_moment != "projected":
-            self.optimizers().optimizer.keep_raw_grads()  # its second moment sees the gradient before any edit
         gate_stats = {}
         if self.projection.arm == "adv_gate":
             grads, gate_stats = self.gate_advantages(grads, ro)
+        if self.optim.second_moment != "projected":
+            # after adv_gate (its gated gradient is the policy gradient of its advantages), before the projection
+            self.optimizers().optimizer.keep_raw_grads()
         # grads holds every module (all-zero rows on a rank without live rows), so under DDP every rank
         # all-reduces the same list
         g_student, g_teacher = grads.split(ro.is_student)
