@@ -34,6 +34,16 @@ def fast(arm: str, logs: Path, steps: int = 4, *extra: str) -> list[str]:
     ]
 
 
+def test_the_second_moment_setting_leaves_an_arm_that_never_projects_the_gradient_bit_identical(tmp_path):
+    # adv_gate edits advantages, not the gradient: whatever Adam's second moment is told to see, it trains alike
+    knobs = {}
+    for moment in ("projected", "max"):
+        main(fast("adv_gate", tmp_path / moment, 2, f"--model.optim.second_moment={moment}"))
+        knobs[moment] = torch.load(tmp_path / moment / "adv_gate" / "version_0" / "checkpoints" / "last.ckpt")
+    for key, value in knobs["projected"]["state_dict"].items():
+        assert torch.equal(value, knobs["max"]["state_dict"][key]), key
+
+
 def test_route_trains_on_vanillas_path_and_differs_only_as_deployed(tmp_path):
     # the training forward sees δS + δS_hack: under route it must move exactly as vanilla's δS (same seed, same
     # split), so that deploying without δS_hack is the only difference between the two arms
