@@ -552,7 +552,7 @@ class ProjectedGRPO(L.LightningModule):
         gate_stats = {}
         if self.projection.arm == "adv_gate":
             grads, gate_stats = self.gate_advantages(grads, ro)
-        if self.optim.second_moment != "projected":
+        if self.optim.keeps_raw_grads:
             # after adv_gate (its gated gradient is the policy gradient of its advantages), before the projection
             self.optimizers().optimizer.keep_raw_grads()
         # grads holds every module (all-zero rows on a rank without live rows), so under DDP every rank
@@ -603,7 +603,7 @@ class ProjectedGRPO(L.LightningModule):
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         if not torch.isfinite(norm):
             raise FloatingPointError(f"non-finite gradient norm {norm.item()} at step {self.global_step}")
-        if self.optim.second_moment != "projected":  # clip_grad_norm_'s own factor, so both moments see one scale
+        if self.optim.keeps_raw_grads:  # clip_grad_norm_'s own factor, so both moments see one scale
             self.optimizers().optimizer.scale_raw_grads(min(1.0, max_norm / (float(norm) + 1e-6)))
         return float(norm)
 

@@ -36,10 +36,11 @@ class OptimConfig:
     """adamw: the moments' decay rates."""
     eps: float = 1e-8
     """adamw: added to the second moment's root; a larger eps turns small-gradient coordinates towards SGD."""
-    second_moment: Literal["projected", "raw", "max"] = "projected"
-    """adamw: what the second moment accumulates: projected (the gradient the first moment sees; plain AdamW),
-    raw (the gradient before the projection, so a projection does not inflate the step along what it keeps;
-    unbounded where the projection grew a coordinate) or max (max(raw², projected²) per coordinate: neither)."""
+    second_moment: Literal["projected", "raw", "max"] = "max"
+    """adamw: what the second moment accumulates: max (max(raw², projected²) per coordinate; the default),
+    projected (the gradient the first moment sees; plain AdamW), or raw (the gradient before the projection,
+    so a projection does not inflate the step along what it keeps; unbounded where the projection grew a
+    coordinate). Where nothing projects the gradient all three are AdamW, bit for bit."""
     momentum: float = 0.9
     """sgd: heavy-ball momentum (0: plain SGD)."""
     warmup_steps: int = 0
@@ -52,11 +53,13 @@ class OptimConfig:
             raise ValueError(f"OptimConfig.name must be 'adamw' or 'sgd', got {self.name!r}")
         if self.second_moment not in ("projected", "raw", "max"):
             raise ValueError(f"OptimConfig.second_moment must be 'projected', 'raw' or 'max', got {self.second_moment!r}")
-        if self.name == "sgd" and self.second_moment != "projected":
-            raise ValueError(f"OptimConfig.second_moment {self.second_moment!r} is AdamW's: SGD has no second moment "
-                             f"(name 'sgd')")
         if not self.eps > 0:
             raise ValueError(f"OptimConfig.eps must be > 0, got {self.eps}")
+
+    @property
+    def keeps_raw_grads(self) -> bool:
+        """Whether the optimizer needs the gradient as it was before the projection (`keep_raw_grads`)."""
+        return self.name == "adamw" and self.second_moment != "projected"
 
 
 class RawSecondMomentAdamW(torch.optim.Optimizer):
@@ -114,7 +117,7 @@ def build_optimizer(knobs: Iterable[Tensor], quarantine: Iterable[Tensor], cfg: 
               {"params": list(quarantine), "weight_decay": cfg.hack_weight_decay}]
     if cfg.name == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
-    if cfg.second_moment != "projected":
+    if cfg.keeps_raw_grads:
         return RawSecondMomentAdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, combine=cfg.second_moment)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
 

@@ -38,12 +38,12 @@ class ProjectionConfig:
     which is zeroed at deployment; adv_gate leaves the gradient's direction alone and scales each rollout's
     advantage by 1 − σ((f − adv_gate_center) / adv_gate_temperature), f the hack-ward fraction of that
     rollout's own gradient (the advantage-level twin of erase, on the same V)."""
-    gate: Gate = "one_sided"
-    """Which coefficients c = V g of the target are removed: one_sided relu(c) (only hack-ward), no_gate c
-    (the whole span(V) component), reverse 2c (reflect it). On target grad or update one_sided is a biased
-    estimator (a ratchet: each step may only move away from hack along V, so the knobs drift by the
-    gradient's noise along V); on target position it is the half-space constraint ⟨V, δS⟩ ≥ 0, which
-    restoring steps pass."""
+    gate: Gate = "no_gate"
+    """Which coefficients c = V g of the target are removed: no_gate c (the whole span(V) component; unbiased,
+    the default), one_sided relu(c) (only hack-ward), reverse 2c (reflect it). On target grad or update
+    one_sided is a biased estimator (a ratchet: each step may only move away from hack along V, so the knobs
+    drift by the gradient's noise along V, and the model is damaged); on target position it is the
+    half-space constraint ⟨V, δS⟩ ≥ 0, which restoring steps pass."""
     overshoot: float = 1.0
     """Scale of the removed vector."""
     preserve_magnitude: bool = False

@@ -209,7 +209,7 @@ def test_erasing_the_update_keeps_its_clean_ward_part():
     modules, basis = adapters_with_grads()
     before = sgd_step_on(modules, {name: -basis.V[name][0] for name in basis.V})
     assert update_hack_fraction(modules, basis, before) == pytest.approx(0.0, abs=1e-6)
-    project_knobs(modules, basis, ProjectionConfig(arm="erase", target="update"), before)
+    project_knobs(modules, basis, ProjectionConfig(arm="erase", gate="one_sided", target="update"), before)
     for name in basis.V:
         torch.testing.assert_close(modules[name].delta_s.detach(), before[name] + basis.V[name][0])
 
@@ -219,7 +219,7 @@ def test_route_parks_the_hack_ward_update_in_the_quarantine():
     grads = {name: gradient_with_mixed_signs(rows) for name, rows in basis.V.items()}
     before = sgd_step_on(modules, grads)
     assert update_hack_fraction(modules, basis, before) > 0
-    project_knobs(modules, basis, ProjectionConfig(arm="route", target="update"), before)
+    project_knobs(modules, basis, ProjectionConfig(arm="route", gate="one_sided", target="update"), before)
     assert update_hack_fraction(modules, basis, before) == pytest.approx(0.0, abs=1e-5)
     for name in basis.V:
         change = modules[name].delta_s.detach() - before[name]
