@@ -309,8 +309,8 @@ def _pyplot():
     return plt
 
 
-def plot_curves(by_arm: dict[str, list[Run]], tag: str, path: Path) -> None:
-    """A rate `tag` over steps, one line per arm (mean over seeds) with a ±std band across seeds."""
+def plot_curves(by_arm: dict[str, list[Run]], tag: str, path: Path, rate: bool = True) -> None:
+    """`tag` over steps, one line per arm (mean over seeds) with a ±std band across seeds (a rate: on [0, 1])."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for arm, runs in by_arm.items():
@@ -324,7 +324,9 @@ def plot_curves(by_arm: dict[str, list[Run]], tag: str, path: Path) -> None:
         (line,) = ax.plot(steps, mean, label=f"{arm} (n={len(runs)})")
         ax.fill_between(steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
                         color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set(xlabel="step", ylabel=tag, title=f"{tag}: mean ± std across seeds", ylim=(-0.02, 1.02))  # a rate
+    ax.set(xlabel="step", ylabel=tag, title=f"{tag}: mean ± std across seeds")
+    if rate:
+        ax.set_ylim(-0.02, 1.02)
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -366,7 +368,8 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
                    "with the same per-module norms, √(Σ w·k/2r).")
 
 
-def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5) -> None:
+def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5,
+           arms: list[str] | None = None) -> None:
     """Print a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest arm,
     hacked runs, cin) and write PNG curves and a hack-against-solve plot.
 
@@ -391,8 +394,11 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             vanilla; an arm with overlays, `erase+no_teacher`, is then paired with `vanilla+no_teacher` if
             the sweep has it).
         out: where hack.png, solve.png, matched.png (each run's hack against its solve, with the honest
-            arm's mean solve as a dashed line) and report.md go (default: LOGDIR/report).
+            arm's mean solve as a dashed line), entropy.png and drift.png (⟨V, δS⟩ over time) when the runs
+            logged them, and report.md go (default: LOGDIR/report).
         last: steps averaged at the end of each run.
+        arms: report only these arms, in this order (default: every arm under LOGDIR), e.g.
+            [vanilla, erase, random_v].
     """
     runs = find_runs(logdir)
     if not runs:
@@ -400,6 +406,11 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     by_arm: dict[str, list[Run]] = {}
     for r in runs:
         by_arm.setdefault(r.arm, []).append(r)
+    if arms is not None:
+        unknown = sorted(set(arms) - by_arm.keys())
+        if unknown:
+            raise SystemExit(f"--arms names arms that {logdir} does not have: {unknown} (it has {sorted(by_arm)})")
+        by_arm = {arm: by_arm[arm] for arm in arms}
     base = pick_baseline(by_arm, baseline)
     if base is not None:  # the baseline row first, the others alphabetically
         by_arm = {base: by_arm[base]} | {arm: rs for arm, rs in by_arm.items() if arm != base}
@@ -409,6 +420,12 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     plots = [out_dir / f"{tag.split('/')[0]}.png" for tag in (HACK, SOLVE)]
     for tag, path in zip((HACK, SOLVE), plots):
         plot_curves(by_arm, tag, path)
+    # the model's health and the knobs' drift along V over time, when the runs logged them
+    logged = {tag for rs in by_arm.values() for r in rs for tag in r.scalars}
+    for tag, name in (("entropy", "entropy.png"), ("adapter/delta_s_along_v", "drift.png")):
+        if tag in logged:
+            plots.append(out_dir / name)
+            plot_curves(by_arm, tag, plots[-1], rate=False)
     matched = out_dir / "matched.png"
     plot_matched(by_arm, honest, matched, last)
     pairs = paired_baselines(by_arm, base, explicit=baseline is not None)

@@ -295,3 +295,15 @@ def test_the_knobs_state_gets_its_columns_when_logged(tmp_path, capsys):
     rows = table(capsys.readouterr().out, "arm")
     assert (rows["erase"]["entropy"], rows["erase"]["‖δS‖"], rows["erase"]["⟨V,δS⟩"]) == ("0.300", "30.000", "12.500")
     assert rows["vanilla"]["⟨V,δS⟩"] == "–"
+
+
+def test_report_keeps_only_the_named_arms_and_plots_drift_and_entropy_when_logged(tmp_path, capsys):
+    state = {"entropy": 0.3, "adapter/delta_s_along_v": 12.5}
+    for arm, kind in (("vanilla", "none"), ("erase", "erase"), ("route", "route")):
+        write_run(tmp_path / arm / "seed0", kind, {"hack/student": 0.5, "solve/student": 0.2, **state})
+    main(["report", str(tmp_path), "--arms", "[vanilla, erase]", "--out", str(tmp_path / "out")])
+    assert set(table(capsys.readouterr().out, "arm")) == {"vanilla", "erase"}
+    for name in ("entropy.png", "drift.png"):
+        assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit, match=r"does not have: \['randm_v'\]"):
+        main(["report", str(tmp_path), "--arms", "[vanilla, randm_v]"])
