@@ -32,7 +32,7 @@ from pgrpo.basis import RUN_POOL, ExtractionConfig, cached_basis_path, load_or_e
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
-from pgrpo.optim import OptimConfig, build_optimizer, warmup_schedule
+from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
 from pgrpo.projection import (
     ProjectionConfig, advantage_gate, along_v, knob_snapshot, project_adapter_grads, project_knobs,
     purge_adam_moments, rollout_hack_fraction, update_hack_fraction,
@@ -552,9 +552,9 @@ class ProjectedGRPO(L.LightningModule):
         gate_stats = {}
         if self.projection.arm == "adv_gate":
             grads, gate_stats = self.gate_advantages(grads, ro)
-        if self.optim.keeps_raw_grads:
+        if (opt := self.raw_gradient_optimizer()) is not None:
             # after adv_gate (its gated gradient is the policy gradient of its advantages), before the projection
-            self.optimizers().optimizer.keep_raw_grads()
+            opt.keep_raw_grads()
         # grads holds every module (all-zero rows on a rank without live rows), so under DDP every rank
         # all-reduces the same list
         g_student, g_teacher = grads.split(ro.is_student)
@@ -603,9 +603,16 @@ class ProjectedGRPO(L.LightningModule):
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         if not torch.isfinite(norm):
             raise FloatingPointError(f"non-finite gradient norm {norm.item()} at step {self.global_step}")
-        if self.optim.keeps_raw_grads:  # clip_grad_norm_'s own factor, so both moments see one scale
-            self.optimizers().optimizer.scale_raw_grads(min(1.0, max_norm / (float(norm) + 1e-6)))
+        if (opt := self.raw_gradient_optimizer()) is not None:  # clip_grad_norm_'s factor: one scale for both
+            opt.scale_raw_grads(min(1.0, max_norm / (float(norm) + 1e-6)))
         return float(norm)
+
+    def raw_gradient_optimizer(self) -> RawSecondMomentAdamW | None:
+        """The optimizer, when its second moment needs the gradient as it was before the projection."""
+        if not self.optim.keeps_raw_grads or self._trainer is None:
+            return None
+        opt = getattr(self.optimizers(), "optimizer", None)  # none configured: a step driven by hand
+        return opt if isinstance(opt, RawSecondMomentAdamW) else None
 
     def knob_stats(self) -> dict[str, float]:
         """‖δS‖, ‖δS_hack‖ and where both sit along V (`along_v`): the drift a biased projection shows first."""
