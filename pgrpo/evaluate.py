@@ -294,7 +294,7 @@ def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
     path = Path(ckpt_path).expanduser()
     if path.is_dir() and (path / "checkpoints" / "last.ckpt").is_file() and not (path / "config.json").is_file():
         path = path / "checkpoints" / "last.ckpt"  # a run directory
-    if path.suffix == ".ckpt" or path.is_file():
+    if path.suffix == ".ckpt" or (path.is_file() and path.suffix != ".gguf"):  # a .gguf file is a model
         if path.suffix != ".ckpt":
             raise ValueError(f"--ckpt_path {ckpt_path}: a file, but not a .ckpt checkpoint of `pgrpo fit`; expected "
                              f"one, a run directory, a model directory or 'embedded'")
