@@ -130,3 +130,10 @@ def test_the_packaged_smollm2_loads_as_a_135m_llama_with_its_chat_template():
     assert sum(p.numel() for p in model.parameters()) == 134_515_008 and len(tokenizer) == 49_152
     assert "<|im_start|>assistant" in tokenizer.apply_chat_template(
         [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+
+
+def test_pgrpo_eval_takes_a_gguf_file_as_a_model_not_a_checkpoint(tiny_gguf):
+    from pgrpo.evaluate import _load_source
+
+    source = _load_source(str(tiny_gguf), None, "cpu")
+    assert source.info["kind"] == "model" and source.info["model_id"] == model_id(str(tiny_gguf))
