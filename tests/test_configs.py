@@ -17,8 +17,9 @@ from pgrpo.cli import main
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ALL = sorted(p.name for p in CONFIGS.glob("*.yaml"))
-# the roots every runnable config builds on: the embedded family's shared base and the Qwen3-4B one-GPU run
-ROOTS = {"embedded.yaml", "qwen3_4b_gpu.yaml"}
+# the roots every runnable config builds on: the embedded family's shared base, the Qwen3-4B one-GPU run and
+# SmolLM2 on CPU
+ROOTS = {"embedded.yaml", "qwen3_4b_gpu.yaml", "smollm2.yaml"}
 
 
 def own(path: Path) -> dict:
