@@ -609,9 +609,9 @@ class ProjectedGRPO(L.LightningModule):
 
     def raw_gradient_optimizer(self) -> RawSecondMomentAdamW | None:
         """The optimizer, when its second moment needs the gradient as it was before the projection."""
-        if not self.optim.keeps_raw_grads or self._trainer is None:
+        if self._trainer is None:  # a step driven by hand, outside a fit
             return None
-        opt = getattr(self.optimizers(), "optimizer", None)  # none configured: a step driven by hand
+        opt = getattr(self.optimizers(), "optimizer", None)  # none configured
         return opt if isinstance(opt, RawSecondMomentAdamW) else None
 
     def knob_stats(self) -> dict[str, float]:
