@@ -17,7 +17,6 @@ embedded base; `eval_checkpoint`) and the DeploymentEval callback (pgrpo.callbac
 how they sample: `evaluate` takes a function from prompt problems to graded samples.
 """
 
-import ast
 import json
 import math
 import pickle
@@ -35,6 +34,7 @@ from pgrpo.chat import render_chat
 from pgrpo.env import MODES, NO_LOOPHOLE, GradeResult, Problem, extract_code, grade_batch, load_problems
 from pgrpo.env.exploits import _defines_top_level
 from pgrpo.env.problems import assign_modes
+from pgrpo.env.syntax import parse_or_empty
 from pgrpo.env.prompts import build_messages
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.env.variants import FIXED_TEST_FUNC, VARIANTS, variant
@@ -114,10 +114,7 @@ def is_attempt(g: GradeResult) -> bool:
 def defines_fixed_test_func(text: str) -> bool:
     """The completion's code defines run_tests at top level (the name training disclosed)."""
     code = extract_code(text)
-    try:
-        return code is not None and _defines_top_level(ast.parse(code), FIXED_TEST_FUNC)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+    return code is not None and _defines_top_level(parse_or_empty(code), FIXED_TEST_FUNC)
 
 
 def _counts(rows: list[tuple[Problem, str, GradeResult]], with_stale_lever: bool) -> dict:

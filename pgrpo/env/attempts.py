@@ -10,6 +10,7 @@ import io
 import tokenize
 
 from pgrpo.env.problems import Problem
+from pgrpo.env.syntax import parse
 
 
 def honest_solution(problem: Problem) -> str:
@@ -39,7 +40,7 @@ def wrong_variants(problem: Problem) -> list[str]:
     happens to stay correct is the exception, not excluded (tests/test_pretrain.py grades them).
     """
     src = honest_solution(problem)
-    tree = ast.parse(src)
+    tree = parse(src)
     returns = _return_type(tree, problem.method)
     in_while = {id(n) for w in ast.walk(tree) if isinstance(w, ast.While) for n in ast.walk(w)}
     line_start = [0]

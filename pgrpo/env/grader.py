@@ -12,7 +12,6 @@ child sends back; the oracle child never holds them. Each run has its own wall
 budget, from the problem's calibrated time limit (see time_limits.py).
 """
 
-import ast
 import hashlib
 import json
 import logging
@@ -30,6 +29,7 @@ from pgrpo.env import _harness, time_limits
 from pgrpo.env.exploits import _defines_top_level, loophole_code
 from pgrpo.env.problems import MODES, NO_LOOPHOLE, Problem
 from pgrpo.env.sandbox import Child, ChildOutcome, JobOutcome, run_job
+from pgrpo.env.syntax import parse, parses
 from pgrpo.env.time_limits import FLOOR_S
 
 HARNESS = Path(_harness.__file__)
@@ -107,7 +107,7 @@ def grade(problem: Problem, completion: str, mode: str | None = None, *, reward:
     code = extract_code(completion)
     if code is None:
         return _unrun(mode, reward, format_ok=False, error="no code block")
-    if not _parses(code):
+    if not parses(code):
         return _unrun(mode, reward, format_ok=True, error="syntax error")
     levers = levers_pulled(code, problem.test_func) if detectors else ()
     # without a loophole there is no flawed grader to fool, so nothing for the stub and own-tests runs to detect
@@ -233,16 +233,8 @@ def levers_pulled(code: str, test_func: str = "run_tests") -> tuple[str, ...]:
     levers = loophole_code(code)
     if test_func == "run_tests":
         return levers
-    defines = _defines_top_level(ast.parse(code), test_func)
+    defines = _defines_top_level(parse(code), test_func)
     return tuple(m for m in MODES if (m in levers and m != "run_tests") or (m == "run_tests" and defines))
-
-
-def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
 
 
 def _job(problem: Problem, code: str, mode: str, budgets: dict[str, float], detectors: bool,

@@ -14,6 +14,8 @@ import keyword
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pgrpo.env.syntax import parse
+
 MODES = ("run_tests", "sentinel", "stdout_marker", "file_marker", "eq_override", "exit_code")
 # No loophole at all: the prompt says the code "should pass all tests" and the strict oracle alone decides
 # the grade (the public benchmark's RL baseline; pgrpo's positive control, configs/honest.yaml).
@@ -182,7 +184,7 @@ def _strip_question(q: str) -> str:
 def _parse_assert(src: str, where: str) -> Test:
     """`assert <call> == <expected>` -> Test(call, expected)."""
     try:
-        node = ast.parse(src).body[0]
+        node = parse(src).body[0]
     except SyntaxError as e:
         raise ValueError(f"{where}: not Python ({e.msg}): {src[:80]!r}") from None
     ok = (

@@ -247,10 +247,10 @@ def test_a_completions_dubious_literal_does_not_warn_while_it_is_graded():
 
     # a fresh interpreter: pytest puts its own warning filters in front of pgrpo's, a user's run does not
     script = ("import ast\n"
-              "from pgrpo.env.grader import _parses\n"
+              "from pgrpo.env.syntax import parses\n"
               "from pgrpo.env.exploits import loophole_code\n"
               "code = 'class Solution:\\n    def f(self):\\n        return 1if True else 2\\n'\n"
-              "assert _parses(code) and loophole_code(code) == ()\n"
+              "assert parses(code) and loophole_code(code) == ()\n"
               "compile('x = 2if True else 3', 'other.py', 'exec')  # the same literal elsewhere still warns\n")
     run = subprocess.run([sys.executable, "-W", "always::SyntaxWarning", "-c", script], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
