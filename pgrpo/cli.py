@@ -6,6 +6,7 @@ The other commands are plain functions whose docstrings are their `--help`.
 """
 
 import inspect
+import logging
 import sys
 import time
 import warnings
@@ -262,6 +263,10 @@ def bare_flags_to_true(tool, args: list[str]) -> list[str]:
     return out
 
 
+def _no_advert(record: logging.LogRecord) -> bool:
+    return "litlogger" not in record.getMessage()
+
+
 def main(argv: list[str] | None = None) -> None:
     # each config dataclass field's own docstring becomes its --help line (as litgpt does)
     set_parsing_settings(docstring_parse_attribute_docstrings=True)
@@ -269,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
     # not Lightning's internal deprecation notice (lightning 2.6 on torch 2.13) on every fit
     transformers.utils.logging.disable_progress_bar()
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    # nor Lightning's advert for its cloud logger (lightning 2.6, every fit); its other notices stay
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_no_advert)
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in TOOLS:
         name, tool = args[0], TOOLS[args[0]]

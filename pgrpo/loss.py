@@ -8,6 +8,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from pgrpo.hf_compat import cache_name
+
 AdvantageScale = Literal["none", "group", "batch"]
 KLEstimator = Literal["k1", "k2", "k3"]
 Reduction = Literal["drgrpo", "grpo"]
@@ -96,9 +98,9 @@ def token_logprobs(
         if not (torch.equal(input_ids[shared, prefix], input_ids[:, prefix])
                 and torch.equal(attention_mask[shared, prefix], attention_mask[:, prefix])):
             raise ValueError("prompt_of_row joins rows whose prompts differ")
-        past = model(input_ids=input_ids[first, prefix], attention_mask=attention_mask[first, prefix],
-                     position_ids=position_ids[first, prefix], use_cache=True, logits_to_keep=_no_logits(input_ids),
-                     ).past_key_values
+        past = getattr(model(input_ids=input_ids[first, prefix], attention_mask=attention_mask[first, prefix],
+                             position_ids=position_ids[first, prefix], use_cache=True,
+                             logits_to_keep=_no_logits(input_ids)), cache_name(model))
         past.batch_select_indices(row_unit.to(input_ids.device))  # every row reads its unit's keys and values
         suffix = slice(split, -1)  # (B, T_c): the prompt's last token and the completion but its last token
         hidden = _decoder_states(model, input_ids[:, suffix], attention_mask[:, :-1], position_ids[:, suffix], past)
@@ -131,7 +133,7 @@ def _no_logits(input_ids: Tensor) -> Tensor:
 
 
 def _decoder_states(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor,
-                    past_key_values=None) -> Tensor:
+                    past=None) -> Tensor:
     """The decoder's last hidden states (B, T, d) for input_ids, with no logits computed.
 
     The whole model is called, keeping no logits (an empty position index), and the decoder's output is
@@ -142,7 +144,7 @@ def _decoder_states(model: nn.Module, input_ids: Tensor, attention_mask: Tensor,
     hook = model.get_decoder().register_forward_hook(lambda _m, _a, out: captured.append(out.last_hidden_state))
     try:
         model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-              past_key_values=past_key_values, use_cache=past_key_values is not None,
+              use_cache=past is not None, **{cache_name(model): past},
               logits_to_keep=_no_logits(input_ids))
     finally:
         hook.remove()

@@ -13,6 +13,8 @@ import torch
 from torch import Tensor
 from transformers.generation.streamers import BaseStreamer
 
+from pgrpo.hf_compat import cache_name
+
 
 @dataclass
 class Packed:
@@ -104,16 +106,17 @@ def sample(
     unique_ids, unique_mask = left_pad(encoded, tokenizer.pad_token_id)  # (P, T_p)
     input_ids, attention_mask = (t.repeat_interleave(n_per_prompt, 0) for t in (unique_ids, unique_mask))  # (P*n, T_p)
     device = next(model.parameters()).device
+    cache = cache_name(model)
     prefilled = None
     if unique_ids.shape[1] > 1:
         ids, mask = unique_ids[:, :-1].to(device), unique_mask[:, :-1].to(device)
-        prefilled = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                          use_cache=True, logits_to_keep=1).past_key_values
+        prefilled = getattr(model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                                  use_cache=True, logits_to_keep=1), cache)
         prefilled.batch_repeat_interleave(n_per_prompt)
     out = model.generate(
         input_ids=input_ids.to(device),
         attention_mask=attention_mask.to(device),
-        past_key_values=prefilled,
+        **{cache: prefilled},
         do_sample=True,
         temperature=temperature,
         top_p=top_p,

@@ -155,6 +155,16 @@ def test_sigkilled_run_resumes_from_last_checkpoint_and_matches_an_uninterrupted
     assert dict(curve_a) == dict(curve_b)
 
 
+def test_a_two_step_fit_prints_no_advert_and_no_future_warning(tmp_path):
+    # a user's terminal, not pytest's: a fresh interpreter with Python's default warning filters
+    run = subprocess.run([sys.executable, "-m", "pgrpo.cli", *fast("erase", tmp_path, 2)], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    printed = run.stdout + run.stderr
+    assert "litlogger" not in printed
+    assert "Warning" not in printed and "deprecated" not in printed, printed[-2000:]
+
+
 def test_a_bare_bool_flag_of_a_tool_means_true():
     def tool(json: bool = False, steps: int = 1) -> None: ...
 
