@@ -8,12 +8,14 @@ stale V (the reference keyed its cache by file path only).
 import os
 import random
 import threading
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from pgrpo.adapter import SVDAdapterLinear
 from pgrpo.cache import announce_build, announce_cached, duration
 from pgrpo.env import MODES, Problem
 from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs,
@@ -82,7 +84,7 @@ def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: s
 
 def load_or_extract_basis(
     model, adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path | None,
-    target_key: dict, temperature: float = 1.0, control: str = "none",
+    temperature: float = 1.0, control: str = "none",
 ) -> HackBasis:
     """V for this model and pair set: from the cache when every input matches, else extracted and cached.
 
@@ -91,7 +93,7 @@ def load_or_extract_basis(
     logprobs. cache=None always extracts and stores nothing: the key knows the base model, not the knobs,
     so a V re-extracted against a trained policy (the V refresh) must neither read nor write it.
     """
-    pairs, prompts, pairs_id, path = _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key,
+    pairs, prompts, pairs_id, path = _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache,
                                                            temperature, control)
     device = next(model.parameters()).device
     what = "hack basis V" if control == "none" else f"hack basis V of the {control} control"
@@ -113,13 +115,22 @@ def load_or_extract_basis(
     return basis.to(device)
 
 
-def cached_basis_path(tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path,
-                      target_key: dict, temperature: float = 1.0, control: str = "none") -> Path:
+def cached_basis_path(adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str,
+                      cache: Path, temperature: float = 1.0, control: str = "none") -> Path:
     """Where `load_or_extract_basis` with these arguments keeps its V (the file may not exist yet)."""
-    return _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key, temperature, control)[3]
+    return _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control)[3]
 
 
-def _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key, temperature, control):
+def adapter_key(adapter: Mapping[str, SVDAdapterLinear]) -> dict:
+    """What of the adapter decides V: each adapted Linear's name and rank, and the base weights' dtype.
+
+    Read off the adapter itself, so that no caller can describe it wrongly (`pgrpo extract` once keyed every V as
+    the default targets at full rank, whatever the run had set)."""
+    return {"ranks": {name: m.rank for name, m in sorted(adapter.items())},
+            "dtype": str(next(iter(adapter.values())).U.dtype) if adapter else None}
+
+
+def _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control):
     pairs = contrastive_pairs(problems, cfg, control)
     prompts = [render_chat(tokenizer, list(p.messages)) for p in pairs]
     pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
@@ -127,7 +138,7 @@ def _pairs_and_cache_path(tokenizer, problems, cfg, model_id, cache, target_key,
         return pairs, prompts, pairs_id, None
     key = basis_cache_key(
         model_id, pairs_id, cfg.k, cfg.tau_axis, cfg.normalize,
-        extra={**target_key, "n_heldout": cfg.n_heldout, "fixed_denominator": cfg.fixed_denominator,
+        extra={**adapter_key(adapter), "n_heldout": cfg.n_heldout, "fixed_denominator": cfg.fixed_denominator,
                "noise_floor": cfg.noise_floor, "temperature": temperature},
     )
     return pairs, prompts, pairs_id, Path(cache) / f"{key}.safetensors"

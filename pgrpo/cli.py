@@ -19,6 +19,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.cli import LightningCLI
 from typing_extensions import override
 
+from pgrpo.adapter import DEFAULT_TARGETS
 from pgrpo.callbacks import CompletionSamples, HackMetricsLogger
 from pgrpo.data import GRPODataModule
 from pgrpo.env import RewardConfig, load_problems
@@ -101,6 +102,8 @@ def extract(
     extraction: ExtractionConfig = ExtractionConfig(),
     temperature: float = 1.0,
     n_eval_prompts: int = 0,
+    target_modules: list[str] = list(DEFAULT_TARGETS),
+    max_rank: int | None = None,
     controls: bool = False,
     out: str | None = None,
 ) -> None:
@@ -114,13 +117,15 @@ def extract(
         extraction: pairs source, k, tau_axis, noise floor, held-out pairs.
         temperature: the sampling temperature of the run that will use V (its logprobs are scored at it).
         n_eval_prompts: problems the run holds out for its deployment eval; V never sees them (as in a fit).
+        target_modules: the Linears the run adapts (as the run's model.target_modules).
+        max_rank: the run's adapter rank cap (as its model.max_rank; default full rank).
         controls: also build each negative-control V (random, shuffled, nonhack; k matched per module) and
             print its principal-angle overlap with the real V (1 = the same subspace).
         out: also save V to this safetensors file.
     """
     from functools import partial
 
-    from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter
+    from pgrpo.adapter import attach_adapter
     from pgrpo.basis import load_or_extract_basis
     from pgrpo.cache import cache_dir
     from pgrpo.controls import CONTROLS, control_basis
@@ -129,12 +134,11 @@ def extract(
     from pgrpo.models import load_model_and_tokenizer, model_id
 
     policy, tokenizer = load_model_and_tokenizer(model, dtype)
-    adapter = attach_adapter(policy, DEFAULT_TARGETS)
+    adapter = attach_adapter(policy, tuple(target_modules), max_rank)
     problem_set = load_problems(problems, modes=modes)
     held = {p.id for p in held_out(problem_set, n_eval_prompts)}
     load = partial(load_or_extract_basis, policy, adapter, tokenizer, [p for p in problem_set if p.id not in held],
-                   model_id=model_id(model), cache=cache_dir() / "bases", temperature=temperature,
-                   target_key={"targets": list(DEFAULT_TARGETS), "max_rank": None, "dtype": dtype})
+                   model_id=model_id(model), cache=cache_dir() / "bases", temperature=temperature)
     basis = load(extraction)
     for key, value in sorted(basis.meta.items()):
         print(f"{key}: {value}")

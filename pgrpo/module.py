@@ -231,7 +231,6 @@ class ProjectedGRPO(L.LightningModule):
 
         Under DDP/FSDP every rank gets rank 0's V, bit for bit: ranks that extracted on their own could differ
         in the last bits, and the gradient edit must be the same everywhere."""
-        hp = self.hparams
         extraction = extraction or self.extraction
         if extraction.pairs == RUN_POOL:
             pool = self.trainer.datamodule.pool
@@ -239,9 +238,8 @@ class ProjectedGRPO(L.LightningModule):
                 raise ValueError(f"model.extraction.pairs={RUN_POOL!r} mines the run's teacher pool, but this run has "
                                  f"none (data.mix_ratio is 0): give a pool directory or a pairs file instead")
             extraction = replace(extraction, pairs=str(pool.path))
-        args = dict(cfg=extraction, model_id=model_id(self.model_name),
-                    target_key={"targets": list(hp.target_modules), "max_rank": hp.max_rank, "dtype": hp.dtype},
-                    temperature=self.generation.temperature, control=control)
+        args = dict(cfg=extraction, model_id=model_id(self.model_name), temperature=self.generation.temperature,
+                    control=control)
         cache = cache_dir() / "bases" if cached else None
 
         def load_or_extract(cache: Path | None) -> HackBasis:
@@ -255,7 +253,7 @@ class ProjectedGRPO(L.LightningModule):
             basis = load_or_extract(cache) if self.global_rank == 0 else None
         else:
             # every forward of a sharded base is collective: all ranks extract, or none does (a cache hit)
-            path = cached_basis_path(self.tokenizer, problems, cache=cache, **args) if cache is not None else None
+            path = cached_basis_path(self.adapter, self.tokenizer, problems, cache=cache, **args) if cache is not None else None
             if strategy.broadcast(path is not None and path.is_file(), src=0):
                 announce_cached("hack basis V", path)
                 basis = HackBasis.load(path) if self.global_rank == 0 else None

@@ -18,13 +18,12 @@ from pgrpo.data import GRPODataModule
 from pgrpo.env import load_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.extraction import HackBasis
+from pgrpo.cache import cache_dir
 from pgrpo.chat import render_chat
+from pgrpo.cli import main
 from pgrpo.models import load_model_and_tokenizer, model_id
 from pgrpo.module import GenerationConfig, ProjectedGRPO
 from pgrpo.rollout import encode_prompts, sample
-
-TARGET_KEY = {"targets": ["q_proj"], "max_rank": None, "dtype": "float32"}
-
 
 def some_basis(seed: int = 0) -> HackBasis:
     return HackBasis({"m": torch.randn(2, 4, generator=torch.Generator().manual_seed(seed))}, {"m": torch.ones(2)})
@@ -37,7 +36,7 @@ class Spy:
         self.result, self.calls = result, []
 
     def __call__(self, model, adapter, tokenizer, problems, **kwargs):
-        self.calls.append({"problems": problems, **kwargs})
+        self.calls.append({"adapter": adapter, "problems": problems, **kwargs})
         return self.result
 
 
@@ -74,20 +73,31 @@ def test_v_follows_the_base_dtype_and_the_sampling_temperature(grpo_with):
     module, spy = grpo_with(dtype="bfloat16", generation=GenerationConfig(temperature=0.7))
     module.extract_basis(load_problems(None)[:4])
     (call,) = spy.calls
-    assert call["target_key"]["dtype"] == "bfloat16"  # part of the cache key
+    assert basis_file.adapter_key(call["adapter"])["dtype"] == "torch.bfloat16"  # part of the cache key
     assert call["temperature"] == 0.7
 
 
-def test_the_cache_key_changes_with_dtype_and_temperature():
+def test_the_cache_key_changes_with_the_adapters_modules_rank_and_dtype_and_the_temperature():
     problems = load_problems(None)[:12]
-    _, tokenizer = load_model_and_tokenizer("embedded")
     cfg = ExtractionConfig(n_heldout=2)
 
-    def path(target_key=TARGET_KEY, temperature=1.0):
-        return basis_file.cached_basis_path(tokenizer, problems, cfg, model_id="m", cache=Path("c"),
-                                            target_key=target_key, temperature=temperature)
+    def path(targets=("q_proj",), max_rank=None, dtype="float32", temperature=1.0):
+        model, tokenizer = load_model_and_tokenizer("embedded", dtype)
+        return basis_file.cached_basis_path(attach_adapter(model, targets, max_rank), tokenizer, problems, cfg,
+                                            model_id="m", cache=Path("c"), temperature=temperature)
 
-    assert len({path(), path({**TARGET_KEY, "dtype": "bfloat16"}), path(temperature=0.7)}) == 3
+    paths = {path(), path(("q_proj", "v_proj")), path(max_rank=4), path(dtype="bfloat16"), path(temperature=0.7)}
+    assert len(paths) == 5
+
+
+def test_pgrpo_extract_builds_the_v_a_run_with_its_own_adapter_layout_reads():
+    run = ProjectedGRPO(target_modules=["q_proj"], max_rank=7)
+    run.configure_model()
+    path = basis_file.cached_basis_path(run.adapter, run.tokenizer, load_problems(None), ExtractionConfig(),
+                                        model_id=model_id("embedded"), cache=cache_dir() / "bases")
+    assert not path.exists()
+    main(["extract", "--model", "embedded", "--target_modules", "[q_proj]", "--max_rank", "7"])
+    assert path.is_file()
 
 
 def test_every_rank_gets_rank_zeros_v_and_only_rank_zero_extracts(grpo_with):
@@ -147,7 +157,7 @@ def extract_on_cold_cache(cache: str, out: str, barrier) -> None:
     model, tokenizer = load_model_and_tokenizer("embedded")
     adapter = attach_adapter(model, ("q_proj",))
     basis = load_or_extract_basis(model, adapter, tokenizer, load_problems(None)[:12], ExtractionConfig(n_heldout=2),
-                                  model_id=model_id("embedded"), cache=Path(cache), target_key=TARGET_KEY)
+                                  model_id=model_id("embedded"), cache=Path(cache))
     torch.save(basis.V, out)
 
 

@@ -36,7 +36,7 @@ def test_v_is_announced_when_extracted_into_the_cache_then_said_to_be_cached(tmp
 
     def load(cache: Path | None, control: str = "none"):
         return load_or_extract_basis(model, adapter, tokenizer, problems, cfg, model_id="test", cache=cache,
-                                     target_key={}, control=control)
+                                     control=control)
 
     capsys.readouterr()
     load(tmp_path)
