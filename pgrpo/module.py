@@ -253,7 +253,8 @@ class ProjectedGRPO(L.LightningModule):
             basis = load_or_extract(cache) if self.global_rank == 0 else None
         else:
             # every forward of a sharded base is collective: all ranks extract, or none does (a cache hit)
-            path = cached_basis_path(self.adapter, self.tokenizer, problems, cache=cache, **args) if cache is not None else None
+            path = (cached_basis_path(self.adapter, self.tokenizer, problems, cache=cache, **args)
+                    if cache is not None else None)
             if strategy.broadcast(path is not None and path.is_file(), src=0):
                 announce_cached("hack basis V", path)
                 basis = HackBasis.load(path) if self.global_rank == 0 else None
