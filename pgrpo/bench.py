@@ -219,7 +219,8 @@ class NaiveGRPO(ProjectedGRPO):
                 if part == "teacher" and not grp.teacher:
                     continue
                 loss, _ = grpo_loss(logp[rows_of], None, ref[rows_of], advantages[0, rows_of],
-                                    packed.completion_mask[rows_of], self.loss_cfg, denominator_rows=total_rows)
+                                    packed.completion_mask[rows_of], self.loss_cfg, denominator_rows=total_rows,
+                                    max_new_tokens=g.max_new_tokens)
                 self.manual_backward(loss, retain_graph=part == "student")
                 for n, m in self.adapter.items():
                     split[part][n] += m.delta_s.grad
@@ -393,12 +394,12 @@ def backward_figures(policy, adapter, rows: int, prompt_len: int, completion_len
     packed = pack(prompts, completions, 0)
     is_student = torch.arange(rows) < max(1, rows * 3 // 4)
     advantages = torch.randn(rows, generator=generator)
-    cfg = LossConfig(max_new_tokens=completion_len)
+    cfg = LossConfig()
     _randomize(adapter)
 
     def loss_of(logp: Tensor, rows_of: Tensor | slice = slice(None)) -> Tensor:
         return grpo_loss(logp[rows_of], None, None, advantages[rows_of], packed.completion_mask[rows_of], cfg,
-                         denominator_rows=rows)[0]
+                         denominator_rows=rows, max_new_tokens=completion_len)[0]
 
     def logprobs() -> Tensor:
         return token_logprobs(policy, packed.input_ids, packed.attention_mask, packed.completion_len)[0]

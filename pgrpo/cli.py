@@ -211,7 +211,6 @@ class PGRPOCLI(LightningCLI):
         for field in ("format_bonus", "pass_reward"):
             parser.link_arguments(f"model.reward.{field}", f"data.reward.{field}")
         parser.link_arguments("model.num_iterations", "data.num_iterations")
-        parser.link_arguments("model.generation.max_new_tokens", "model.loss.max_new_tokens")
 
     @override
     def _instantiate_trainer(self, config: dict, callbacks: list) -> Trainer:

@@ -165,10 +165,8 @@ class LossConfig:
     kl_estimator: KLEstimator = "k3"
     """k1 = logπ − ref, k2 = ½(logπ − ref)², k3 = exp(ref − logπ) − (ref − logπ) − 1."""
     reduction: Reduction = "drgrpo"
-    """drgrpo: masked token losses summed over rows × max_new_tokens; grpo: each row averaged over its own
-    tokens, then over rows."""
-    max_new_tokens: int = 512
-    """Dr.GRPO's fixed denominator per row (the trainer sets it to generation.max_new_tokens)."""
+    """drgrpo: masked token losses summed over rows × the generation's max_new_tokens; grpo: each row averaged
+    over its own tokens, then over rows."""
 
     def __post_init__(self) -> None:
         if not self.epsilon > 0:
@@ -181,8 +179,6 @@ class LossConfig:
             raise ValueError(f"LossConfig.kl_estimator must be 'k1', 'k2' or 'k3', got {self.kl_estimator!r}")
         if self.reduction not in ("drgrpo", "grpo"):
             raise ValueError(f"LossConfig.reduction must be 'drgrpo' or 'grpo', got {self.reduction!r}")
-        if not (isinstance(self.max_new_tokens, int) and self.max_new_tokens > 0):
-            raise ValueError(f"LossConfig.max_new_tokens must be a positive int, got {self.max_new_tokens!r}")
 
 
 def kl_per_token(logp: Tensor, ref_logp: Tensor, estimator: KLEstimator) -> Tensor:
@@ -203,15 +199,16 @@ def grpo_loss(
     mask: Tensor,
     cfg: LossConfig,
     denominator_rows: int | None = None,
+    max_new_tokens: int | None = None,
     token_weight: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped GRPO loss on token logprobs (B, T_c) with per-row advantages (B,).
 
     old_logp None means one inner step (ρ ≡ 1, gradient of ρA is A∇logπ).
     Reductions divide by `denominator_rows` (default B): drgrpo by
-    denominator_rows × cfg.max_new_tokens — the step's G × prompts × max_new_tokens
-    when the whole step is one batch; grpo by denominator_rows after averaging each
-    row over its own tokens. When a step is split into micro-batches, pass the
+    denominator_rows × max_new_tokens (the generation's budget: Dr.GRPO's fixed length, required there)
+    — the step's G × prompts × max_new_tokens when the whole step is one batch; grpo by denominator_rows
+    after averaging each row over its own tokens. When a step is split into micro-batches, pass the
     step's total row count so the micro-batch losses sum to the step loss.
     token_weight (B, T_c), if given, multiplies each token's loss (the policy term and the KL term, as TRL
     applies its truncated importance-sampling correction); it is a constant: no gradient flows through it.
@@ -223,6 +220,9 @@ def grpo_loss(
             f"expected logp (B, T), mask (B, T), advantages (B,); got {tuple(logp.shape)}, "
             f"{tuple(mask.shape)}, {tuple(advantages.shape)}"
         )
+    if cfg.reduction == "drgrpo" and not (isinstance(max_new_tokens, int) and max_new_tokens > 0):
+        raise ValueError(f"the drgrpo reduction divides by the generation budget: pass max_new_tokens, a positive "
+                         f"int (got {max_new_tokens!r})")
     if cfg.beta > 0 and ref_logp is None:
         raise ValueError(f"ref_logp is required when LossConfig.beta > 0 (beta={cfg.beta})")
     rows = logp.shape[0] if denominator_rows is None else denominator_rows
@@ -241,7 +241,7 @@ def grpo_loss(
     if token_weight is not None:
         per_token = per_token * token_weight.detach()
     if cfg.reduction == "drgrpo":
-        loss = (per_token * mask).sum() / (rows * cfg.max_new_tokens)
+        loss = (per_token * mask).sum() / (rows * max_new_tokens)
     else:
         loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1)).sum() / rows
     with torch.no_grad():

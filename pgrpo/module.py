@@ -190,8 +190,7 @@ class ProjectedGRPO(L.LightningModule):
         self.model_name = model
         self.projection = projection
         self.extraction = extraction
-        # Dr.GRPO's fixed denominator is the generation budget: one source of truth for both
-        self.loss_cfg = replace(loss, max_new_tokens=generation.max_new_tokens)
+        self.loss_cfg = loss
         self.generation = generation
         self.optim = optim
         self.reward = reward
@@ -484,7 +483,8 @@ class ProjectedGRPO(L.LightningModule):
                     token_weight = self.sampler_correction(ro, rows, logp if old is None else old, packed,
                                                            mismatch)
                 loss, stats = grpo_loss(logp, old, ref, ro.advantages[rows], packed.completion_mask, self.loss_cfg,
-                                        denominator_rows=total_rows, token_weight=token_weight)
+                                        denominator_rows=total_rows, max_new_tokens=self.generation.max_new_tokens,
+                                        token_weight=token_weight)
                 if not torch.isfinite(loss):
                     raise FloatingPointError(f"non-finite loss {loss.item()} at step {self.global_step}")
                 self.manual_backward(loss)

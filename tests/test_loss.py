@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -163,7 +164,7 @@ def test_dr_grpo_loss_sums_tokens_over_fixed_denominator():
     logp = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -0.5, -9.0]], requires_grad=True)
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
     advantages = torch.tensor([1.0, -2.0])
-    loss, _ = grpo_loss(logp, None, None, advantages, mask, LossConfig(max_new_tokens=4))
+    loss, _ = grpo_loss(logp, None, None, advantages, mask, LossConfig(), max_new_tokens=4)
     # ρ ≡ 1: per-token loss is −A; 3 tokens of −1 and 2 tokens of +2 over 2 rows × 4 tokens.
     torch.testing.assert_close(loss, torch.tensor((-3.0 + 4.0) / 8))
     loss.backward()
@@ -175,7 +176,7 @@ def test_token_weight_scales_each_tokens_loss_and_gradient_and_is_a_constant():
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
     advantages = torch.tensor([1.0, -2.0])
     weight = torch.tensor([[2.0, 0.5, 1.0], [1.0, 0.25, 7.0]], requires_grad=True)
-    loss, _ = grpo_loss(logp, None, None, advantages, mask, LossConfig(max_new_tokens=4), token_weight=weight)
+    loss, _ = grpo_loss(logp, None, None, advantages, mask, LossConfig(), max_new_tokens=4, token_weight=weight)
     torch.testing.assert_close(loss, torch.tensor((-2.0 - 0.5 - 1.0 + 2.0 + 0.5) / 8))
     loss.backward()
     torch.testing.assert_close(logp.grad, torch.tensor([[-2.0, -0.5, -1.0], [2.0, 0.5, 0.0]]) / 8)
@@ -193,9 +194,9 @@ def test_denominator_rows_makes_micro_batch_losses_sum_to_step_loss():
     logp = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]])
     advantages = torch.tensor([1.0, -1.0, 0.5, 2.0])
-    for cfg in (LossConfig(max_new_tokens=3), LossConfig(reduction="grpo")):
-        step, _ = grpo_loss(logp, None, None, advantages, mask, cfg)
-        halves = [grpo_loss(logp[s], None, None, advantages[s], mask[s], cfg, denominator_rows=4)[0]
+    for cfg in (LossConfig(), LossConfig(reduction="grpo")):
+        step, _ = grpo_loss(logp, None, None, advantages, mask, cfg, max_new_tokens=3)
+        halves = [grpo_loss(logp[s], None, None, advantages[s], mask[s], cfg, denominator_rows=4, max_new_tokens=3)[0]
                   for s in (slice(0, 2), slice(2, 4))]
         torch.testing.assert_close(halves[0] + halves[1], step)
 
@@ -203,14 +204,14 @@ def test_denominator_rows_makes_micro_batch_losses_sum_to_step_loss():
 def test_clip_uses_epsilon_high_and_reports_trl_clip_ratios():
     old = torch.zeros(1, 4)
     logp = torch.log(torch.tensor([[0.7, 1.25, 1.35, 1.1]]))
-    cfg = LossConfig(epsilon=0.2, epsilon_high=0.28, max_new_tokens=4)
-    loss, stats = grpo_loss(logp, old, None, torch.tensor([1.0]), torch.ones(1, 4), cfg)
+    cfg = LossConfig(epsilon=0.2, epsilon_high=0.28)
+    loss, stats = grpo_loss(logp, old, None, torch.tensor([1.0]), torch.ones(1, 4), cfg, max_new_tokens=4)
     # A > 0: min(ρ, clip(ρ, 0.8, 1.28)) -> 0.7, 1.25, 1.28, 1.1 (the low side is not clipped for A > 0).
     torch.testing.assert_close(loss, torch.tensor(-(0.7 + 1.25 + 1.28 + 1.1) / 4))
     assert stats["clip_ratio/high_mean"].item() == pytest.approx(0.25)
     assert stats["clip_ratio/low_mean"].item() == 0.0
     assert stats["clip_ratio/region_mean"].item() == pytest.approx(0.25)
-    _, negative = grpo_loss(logp, old, None, torch.tensor([-1.0]), torch.ones(1, 4), cfg)
+    _, negative = grpo_loss(logp, old, None, torch.tensor([-1.0]), torch.ones(1, 4), cfg, max_new_tokens=4)
     assert negative["clip_ratio/low_mean"].item() == pytest.approx(0.25)
     assert negative["clip_ratio/high_mean"].item() == 0.0
 
@@ -220,21 +221,29 @@ def test_kl_term_adds_beta_times_k3_and_reports_masked_mean():
     ref = torch.tensor([[-1.5, -1.0]])
     mask = torch.tensor([[1, 0]])
     k3 = math.exp(-0.5) + 0.5 - 1
-    cfg = LossConfig(beta=0.1, max_new_tokens=2)
-    loss, stats = grpo_loss(logp, None, ref, torch.tensor([0.0]), mask, cfg)
+    cfg = LossConfig(beta=0.1)
+    loss, stats = grpo_loss(logp, None, ref, torch.tensor([0.0]), mask, cfg, max_new_tokens=2)
     torch.testing.assert_close(loss, torch.tensor(0.1 * k3 / 2))
     torch.testing.assert_close(stats["kl"], torch.tensor(k3))
 
 
 def test_beta_needs_reference_logprobs():
     with pytest.raises(ValueError, match="ref_logp"):
-        grpo_loss(torch.zeros(1, 2), None, None, torch.zeros(1), torch.ones(1, 2), LossConfig(beta=0.04))
+        grpo_loss(torch.zeros(1, 2), None, None, torch.zeros(1), torch.ones(1, 2), LossConfig(beta=0.04), max_new_tokens=2)
 
 
 @pytest.mark.parametrize(
     "field, value",
-    [("epsilon", 0.0), ("beta", -1.0), ("kl_estimator", "k4"), ("reduction", "mean"), ("max_new_tokens", 0)],
+    [("epsilon", 0.0), ("beta", -1.0), ("kl_estimator", "k4"), ("reduction", "mean")],
 )
 def test_loss_config_names_the_bad_field(field, value):
     with pytest.raises(ValueError, match=field):
         LossConfig(**{field: value})
+
+
+def test_the_drgrpo_reduction_needs_the_generation_budget_and_is_no_loss_knob():
+    # the fixed denominator is generation.max_new_tokens, passed by the step: a knob beside it could disagree
+    assert "max_new_tokens" not in {f.name for f in dataclasses.fields(LossConfig)}
+    for budget in (None, 0):
+        with pytest.raises(ValueError, match="max_new_tokens"):
+            grpo_loss(torch.zeros(1, 2), None, None, torch.zeros(1), torch.ones(1, 2), LossConfig(), max_new_tokens=budget)
