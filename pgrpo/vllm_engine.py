@@ -1,6 +1,6 @@
 """A colocated vLLM engine that samples the student's rollouts with the adapter's current weights.
 
-vLLM is an optional extra (`pip install -e ".[vllm]"`, see the README): nothing imports this module
+vLLM is an optional extra (`pip install -e ".[vllm]"`, see docs/performance.md): nothing imports this module
 unless `model.generation.backend: vllm` asks for it. The engine runs in this process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0), reads the base from its directory once, and from then on gets the
 adapted weights pushed in memory: before each sampling call the folded weight W + U diag(δS + δS_hack) Vh
@@ -29,8 +29,8 @@ def _import_vllm():
         import vllm
     except ImportError as e:
         raise ImportError("model.generation.backend=vllm needs vLLM: install the extra with "
-                          "`make setup-vllm` (CPU) or `pip install -e \".[vllm]\"` beside a CUDA torch; see the "
-                          "README's 'Generating with vLLM'") from e
+                          "`make setup-vllm` (CPU) or `pip install -e \".[vllm]\"` beside a CUDA torch; see "
+                          "docs/performance.md, 'Generating with vLLM'") from e
     return vllm
 
 
