@@ -19,7 +19,7 @@ from pgrpo.data import PromptGroup
 from pgrpo.env import Problem
 from pgrpo.env.prompts import build_messages
 from pgrpo.env.variants import VARIANTS
-from pgrpo.evaluate import Rollouts, evaluate, metrics as eval_metrics, variant_problems, with_loopholes
+from pgrpo.evaluate import SampleAndGrade, evaluate, metrics as eval_metrics, variant_problems, with_loopholes
 from pgrpo.extraction import HackBasis, basis_overlap
 from pgrpo.rollout import seeded
 from pgrpo.summary import WINDOW
@@ -229,7 +229,7 @@ def _eval(pl_module, problems: list[Problem], n: int, seed: int, temperature: fl
         return evaluate(problems, n, module_rollouts(pl_module), variants=variants, seed=seed)
 
 
-def module_rollouts(pl_module) -> Rollouts:
+def module_rollouts(pl_module) -> SampleAndGrade:
     """The training step's own sampling and grading (pl_module.generate and .grade) as `pgrpo.evaluate` rollouts."""
 
     def rollouts(problems: list[Problem], n: int) -> list:

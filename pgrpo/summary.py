@@ -12,7 +12,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
-from pgrpo.report import Scalars, read_scalars
+from pgrpo.events import Scalars, read_scalars
 
 WINDOW = 5  # steps averaged at the start and at the end, as `pgrpo report` does at the end
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pgrpo.cli import bare_flags_to_true, main
-from pgrpo.report import read_scalars
+from pgrpo.events import read_scalars
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRED_TAGS = [

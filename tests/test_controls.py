@@ -11,7 +11,7 @@ from pgrpo.cli import main
 from pgrpo.controls import ControlBasis, matched_k
 from pgrpo.env import grade_batch, load_problems
 from pgrpo.extraction import HackBasis
-from pgrpo.report import read_scalars
+from pgrpo.events import read_scalars
 
 RANK = 8
 

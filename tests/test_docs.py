@@ -99,7 +99,7 @@ def test_every_config_a_page_names_exists(page):
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_arm_of_a_documented_sweep_resolves_to_configs(page, tmp_path):
-    from pgrpo.sweep import fit_args
+    from pgrpo.commands.sweep import fit_args
 
     bad = []
     for snippet in code(text(page)):

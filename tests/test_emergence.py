@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pgrpo.embedded import PRETRAIN_STEPS_ENV
-from pgrpo.report import read_scalars, tail_mean
+from pgrpo.events import read_scalars, tail_mean
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -217,7 +217,7 @@ def test_a_checkpoint_without_its_run_config_needs_an_explicit_problem_file(rout
 
 def test_other_fixed_name_modes_keep_the_split_the_run_held_out(tmp_path):
     """--data.modes on a run's own checkpoint changes the prompts' loopholes, not which problems were held out."""
-    from pgrpo.evaluate import EvalData, _eval_problems, _Source
+    from pgrpo.commands.eval import EvalData, _eval_problems, _Source
 
     source = _Source(None, None, None, {"kind": "checkpoint", "checkpoint": str(tmp_path / "last.ckpt")},
                      {"n_eval_prompts": 6, "modes": "partition"}, tmp_path / "eval.json")

@@ -133,7 +133,7 @@ def test_the_packaged_smollm2_loads_as_a_135m_llama_with_its_chat_template():
 
 
 def test_pgrpo_eval_takes_a_gguf_file_as_a_model_not_a_checkpoint(tiny_gguf):
-    from pgrpo.evaluate import _load_source
+    from pgrpo.commands.eval import _load_source
 
     source = _load_source(str(tiny_gguf), None, "cpu")
     assert source.info["kind"] == "model" and source.info["model_id"] == model_id(str(tiny_gguf))

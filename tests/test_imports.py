@@ -61,3 +61,11 @@ def test_the_import_graph_has_no_cycle():
 
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_the_library_never_imports_a_command():
+    # two storeys: commands (pgrpo/commands/, and the dispatcher pgrpo/cli.py) sit on the library, never under it
+    upstairs = {m for m in import_graph() if m == "pgrpo.cli" or m.startswith("pgrpo.commands")}
+    climbing = {m: sorted(targets & upstairs) for m, targets in import_graph().items()
+                if m not in upstairs and targets & upstairs}
+    assert climbing == {}

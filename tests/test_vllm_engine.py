@@ -23,7 +23,7 @@ from pgrpo.data import PromptGroup  # noqa: E402
 from pgrpo.env import load_problems  # noqa: E402
 from pgrpo.env.prompts import build_messages  # noqa: E402
 from pgrpo.module import GenerationConfig, ProjectedGRPO  # noqa: E402
-from pgrpo.report import read_scalars  # noqa: E402
+from pgrpo.events import read_scalars  # noqa: E402
 from pgrpo.rollout import pack  # noqa: E402
 from test_cli import fast  # noqa: E402
 

@@ -9,7 +9,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from pgrpo.cli import main
 from pgrpo.env.problems import MODES
-from pgrpo.report import HACK, SOLVE, Run, load_config, pick_honest, read_scalars, run_kind, separated
+from pgrpo.commands.report import pick_honest, run_kind, separated
+from pgrpo.events import HACK, SOLVE, Run, load_config, read_scalars
 
 STEPS = 7  # the last 5 (steps 2..6) carry the values below; steps 0-1 hold decoys the report must ignore
 

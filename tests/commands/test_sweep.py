@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-import pgrpo.sweep as sweep_mod
+import pgrpo.commands.sweep as sweep_mod
 from pgrpo.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class FakeFit:

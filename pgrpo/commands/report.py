@@ -1,26 +1,16 @@
-"""Read TensorBoard event files back into numbers, and `pgrpo report`: a sweep's table and curves.
+"""`pgrpo report`: a sweep's table and curves, read back from its runs' events (pgrpo/events.py).
 
-Layout: every directory under LOGDIR that holds event files is one run; its
-arm is its parent's path relative to LOGDIR and its seed is its own name. The
-sweep writes <sweep>/<arm>/seed<k>/, so arms are the sweep's arms and runs of
-two arms with the same seed<k> are paired. Anything else in LOGDIR (checkpoints,
-configs, logs, PNGs, unreadable event files) is skipped.
+Each arm's runs are paired with its baseline's by seed; the table gives the last steps' means, the paired
+differences with their 95% intervals, and each run's kind (method, control, oracle skyline, positive control).
 """
 
 import math
 import statistics
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
 from pgrpo.env.problems import MODES, NO_LOOPHOLE
+from pgrpo.events import HACK, SOLVE, Run, Scalars, find_runs, setting, tail_mean
 
-Scalars = dict[str, list[tuple[int, float]]]
-EVENTS = "events.out.tfevents.*"
-HACK, SOLVE = "hack/student", "solve/student"
 # (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
            ("null_student", "proj/cin_null_student"), ("cin_teacher", "proj/cin_teacher"),
@@ -36,81 +26,6 @@ OPTIONAL_COLUMNS = [("control overlap", "proj/control_overlap"), ("deploy hack",
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 Z975 = 1.96
-
-
-def read_scalars(run_dir: str | Path) -> Scalars:
-    """Every scalar tag of a run directory: tag -> [(step, value)] sorted by step.
-
-    A resumed run writes a second event file into the same directory; events of
-    all files are merged and, for a step logged twice, the later write wins. A
-    file that cannot be read is skipped with a warning.
-    """
-    run_dir = Path(run_dir)
-    files = sorted((p for p in run_dir.glob(EVENTS) if p.is_file()), key=lambda p: p.stat().st_mtime)
-    if not files:
-        raise FileNotFoundError(f"no TensorBoard event files in {run_dir}")
-    merged: dict[str, dict[int, float]] = {}
-    for file in files:
-        try:
-            acc = EventAccumulator(str(file), size_guidance={"scalars": 0})
-            acc.Reload()
-            events = {tag: acc.Scalars(tag) for tag in acc.Tags()["scalars"]}
-        except Exception as e:  # one damaged file must not hide the rest of the run
-            warnings.warn(f"skipping unreadable event file {file}: {e}")
-            continue
-        for tag, tag_events in events.items():
-            for event in tag_events:
-                merged.setdefault(tag, {})[event.step] = event.value
-    return {tag: sorted(steps.items()) for tag, steps in merged.items()}
-
-
-@dataclass
-class Run:
-    arm: str
-    seed: str  # the run directory's name: seed<k> in a sweep
-    path: Path
-    scalars: Scalars
-    config: dict | None  # the config.yaml the CLI saved beside the event files; None if missing or unreadable
-
-
-def find_runs(logdir: str | Path) -> list[Run]:
-    """Every run under `logdir` with hack and solve curves, sorted by (arm, seed)."""
-    logdir = Path(logdir)
-    if not logdir.is_dir():
-        raise FileNotFoundError(f"no log directory {logdir}")
-    runs = []
-    for run_dir in sorted({p.parent for p in logdir.rglob(EVENTS) if p.is_file()}):
-        scalars = read_scalars(run_dir)
-        if HACK not in scalars or SOLVE not in scalars:
-            continue  # e.g. a run that died before its first step
-        arm = run_dir.parent.relative_to(logdir).as_posix() if run_dir != logdir else run_dir.parent.name
-        runs.append(Run(arm, run_dir.name, run_dir, scalars, load_config(run_dir)))
-    return sorted(runs, key=lambda r: (r.arm, r.seed))
-
-
-def tail_mean(scalars: Scalars, tag: str, last: int = 5) -> float | None:
-    """Mean of the last `last` logged values of `tag` (None if never logged)."""
-    values = [v for _, v in scalars.get(tag, [])][-last:]
-    return sum(values) / len(values) if values else None
-
-
-def load_config(run_dir: Path) -> dict | None:
-    """The config.yaml the CLI saved in a run directory; None if it is missing or unreadable."""
-    try:
-        config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        return None
-    return config if isinstance(config, dict) else {}
-
-
-def setting(config: dict, dotted: str, default):
-    """The config's value at a dotted key, or `default` where it is unset (a run older than the key)."""
-    node = config
-    for key in dotted.split("."):
-        if not isinstance(node, dict) or node.get(key) is None:
-            return default
-        node = node[key]
-    return node
 
 
 def run_kind(config: dict | None) -> str | None:
