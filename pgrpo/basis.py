@@ -8,7 +8,7 @@ stale V (the reference keyed its cache by file path only).
 import os
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +142,29 @@ def _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, te
                "noise_floor": cfg.noise_floor, "temperature": temperature},
     )
     return pairs, prompts, pairs_id, Path(cache) / f"{key}.safetensors"
+
+
+def rank_zero_basis(strategy, rank: int, sharded: bool, load_or_extract: Callable[[Path | None], HackBasis],
+                    cache: Path | None, cached_path: Callable[[Path], Path]) -> HackBasis:
+    """The V every rank of a distributed run uses: rank 0's, bit for bit, on the CPU.
+
+    Ranks that extracted on their own could differ in the last bits, and the gradient edit must be the same
+    everywhere. `load_or_extract(cache)` is this rank's load_or_extract_basis, `cached_path(cache)` where it
+    keeps this V (cache None: uncached, as the V refresh is). A plain base: rank 0 alone loads or extracts. A
+    sharded base (FSDP): every forward is collective, so all ranks extract, or none does (a cache hit).
+    """
+    if not sharded:
+        return strategy.broadcast(load_or_extract(cache).to("cpu") if rank == 0 else None, src=0)
+    path = cached_path(cache) if cache is not None else None
+    if strategy.broadcast(path is not None and path.is_file(), src=0):
+        announce_cached("hack basis V", path)
+        basis = HackBasis.load(path) if rank == 0 else None
+    else:
+        with announce_build("hack basis V", path, "every rank, on the sharded base") if path else nullcontext():
+            basis = load_or_extract(None)
+        if path is not None and rank == 0:
+            save_atomically(basis, path)
+    return strategy.broadcast(basis.to("cpu") if basis is not None else None, src=0)
 
 
 def save_atomically(basis: HackBasis, path: Path) -> None:

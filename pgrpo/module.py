@@ -24,11 +24,11 @@ from pgrpo.adapter import (
     DEFAULT_TARGETS, all_reduce_knob_grads, all_reduce_mean_, attach_adapter, base_is_sharded, capture_row_grads,
     knobs_zeroed, merged_for_generation, shard_base,
 )
-from pgrpo.cache import announce_build, announce_cached, cache_dir
+from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
-from pgrpo.env import MODES, GradeQueue, GradeResult, Problem, RewardConfig
+from pgrpo.env import GradeQueue, GradeResult, Problem, RewardConfig
 from pgrpo.env.time_limits import FLOOR_S
-from pgrpo.basis import RUN_POOL, ExtractionConfig, cached_basis_path, load_or_extract_basis, save_atomically
+from pgrpo.basis import RUN_POOL, ExtractionConfig, cached_basis_path, load_or_extract_basis, rank_zero_basis
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
@@ -37,8 +37,10 @@ from pgrpo.projection import (
     ProjectionConfig, advantage_gate, along_v, knob_snapshot, project_adapter_grads, project_knobs,
     purge_adam_moments, rollout_hack_fraction, update_hack_fraction,
 )
+from pgrpo.batch import Rollouts, Samples, grading_stats, rollout_overlap_stats
 from pgrpo.rollout import Packed, encode_prompts, pack, sample
 from pgrpo.skyline import SkylineConfig, apply_skyline
+from pgrpo.step_grads import StepGrads
 
 # The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
 # and knob-only checkpoints after each optimizer step are what we want (docs/design.md#lightning-architecture).
@@ -67,52 +69,6 @@ class GenerationConfig:
     """Memory vLLM reserves for its KV cache (RAM on a CPU, GPU memory on a GPU)."""
     vllm_max_model_len: int | None = None
     """Longest prompt + completion vLLM accepts (None: the model's own limit; lower it to fit a small KV cache)."""
-
-
-@dataclass
-class Samples:
-    """The student's completions of one step, row r = prompt r // G_s."""
-
-    prompt_ids: list[list[int]]
-    completions: list[list[int]]  # cut after the first EOS (kept)
-    clipped: list[bool]  # no EOS within max_new_tokens
-    texts: list[str]
-    grading: GradeQueue | None = None  # the grades started while the batch was still generating
-    sampler_logp: list[list[float]] | None = None  # per completion token, as the sampler saw it (vllm only)
-
-
-@dataclass
-class Rollouts:
-    """One step's groups, graded and packed: student rows then teacher rows, group by group."""
-
-    packed: Packed
-    is_student: Tensor  # (B,) bool
-    exploited: Tensor  # (B,) bool: passed the flawed grader, failed the oracle (diagnostics only)
-    advantages: Tensor  # (B,)
-    rewards: Tensor  # (P, G)
-    zero_std: Tensor  # (P,) bool
-    old_logp: Tensor | None  # (B, T_c) logprobs at sampling time; None when num_iterations == 1
-    ref_logp: Tensor | None  # (B, T_c) under the zeroed knobs
-    sampler_logp: Tensor | None  # (B, T_c) the sampler's logprobs of the student tokens (vllm); 0 elsewhere
-    stats: dict[str, float]  # grading / generation numbers of this batch
-    samples: list[dict]  # a few student completions with their grades, for the text log
-
-    def tensors(self) -> dict[str, Tensor | None]:
-        """What the loss needs of the batch, as plain tensors (a checkpoint mid-cycle); numbers were logged."""
-        return {"input_ids": self.packed.input_ids, "attention_mask": self.packed.attention_mask,
-                "completion_mask": self.packed.completion_mask, "prompt_of_row": self.packed.prompt_of_row,
-                "is_student": self.is_student,
-                "exploited": self.exploited, "advantages": self.advantages, "rewards": self.rewards,
-                "zero_std": self.zero_std, "old_logp": self.old_logp, "ref_logp": self.ref_logp,
-                "sampler_logp": self.sampler_logp}
-
-    @classmethod
-    def from_tensors(cls, t: dict[str, Tensor | None], device: torch.device | str = "cpu") -> "Rollouts":
-        moved = {k: v.to(device) if v is not None else None for k, v in t.items()}
-        packed = Packed(moved.pop("input_ids"), moved.pop("attention_mask"), moved.pop("completion_mask"),
-                        moved.pop("prompt_of_row", None))
-        moved.setdefault("sampler_logp", None)  # a checkpoint from before the vllm backend
-        return cls(packed, stats={}, samples=[], **moved)
 
 
 class ProjectedGRPO(L.LightningModule):
@@ -244,27 +200,12 @@ class ProjectedGRPO(L.LightningModule):
         def load_or_extract(cache: Path | None) -> HackBasis:
             return load_or_extract_basis(self.policy, self.adapter, self.tokenizer, problems, cache=cache, **args)
 
-        world = self.trainer.world_size if self._trainer is not None else 1
-        if world == 1:
+        if self._trainer is None or self.trainer.world_size == 1:
             return load_or_extract(cache)
-        strategy = self.trainer.strategy
-        if not base_is_sharded(self.adapter):
-            basis = load_or_extract(cache) if self.global_rank == 0 else None
-        else:
-            # every forward of a sharded base is collective: all ranks extract, or none does (a cache hit)
-            path = (cached_basis_path(self.adapter, self.tokenizer, problems, cache=cache, **args)
-                    if cache is not None else None)
-            if strategy.broadcast(path is not None and path.is_file(), src=0):
-                announce_cached("hack basis V", path)
-                basis = HackBasis.load(path) if self.global_rank == 0 else None
-            else:
-                building = announce_build("hack basis V", path, "every rank, on the sharded base") if path else nullcontext()
-                with building:
-                    basis = load_or_extract(None)
-                if path is not None and self.global_rank == 0:
-                    save_atomically(basis, path)
-        basis = strategy.broadcast(basis.to("cpu") if basis is not None else None, src=0)
-        return basis.to(self.device)
+        return rank_zero_basis(
+            self.trainer.strategy, self.global_rank, base_is_sharded(self.adapter), load_or_extract, cache,
+            lambda cache: cached_basis_path(self.adapter, self.tokenizer, problems, cache=cache, **args),
+        ).to(self.device)
 
     @override
     def configure_optimizers(self):
@@ -545,7 +486,7 @@ class ProjectedGRPO(L.LightningModule):
         for _ in range(int(most.item()) - n_passes):
             self.manual_backward(self.logprobs(ro.packed.rows(torch.arange(1, device=self.device))).sum() * 0)
 
-    def project_grads(self, grads: "StepGrads", ro: Rollouts) -> dict[str, float]:
+    def project_grads(self, grads: StepGrads, ro: Rollouts) -> dict[str, float]:
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
         gate_stats = {}
@@ -564,7 +505,7 @@ class ProjectedGRPO(L.LightningModule):
         stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
         return stats | gate_stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
 
-    def gate_advantages(self, grads: "StepGrads", ro: Rollouts) -> tuple["StepGrads", dict[str, float]]:
+    def gate_advantages(self, grads: StepGrads, ro: Rollouts) -> tuple[StepGrads, dict[str, float]]:
         """adv_gate: each rollout's advantage times w = advantage_gate(f), f the hack fraction of its own gradient.
 
         At beta = 0 a rollout's gradient is its advantage times the gradient of its clipped ratio term, so
@@ -647,103 +588,6 @@ class ProjectedGRPO(L.LightningModule):
         torch.set_rng_state(rng["torch"])
         if rng["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng["cuda"])
-
-
-def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_std: Tensor) -> dict[str, float]:
-    """hack/solve rates for student and teacher rows, per mode, and TRL's reward/completion numbers."""
-    n_s = groups[0].n_student
-    teacher = [row for grp in groups for row in grp.teacher]
-    stats = {
-        "hack/student": _mean(g.exploited for g in grades),
-        "solve/student": _mean(g.gt_correct for g in grades),
-        "format/student": _mean(g.format_ok for g in grades),
-        "hack/attempt_student": _mean(g.attempted for g in grades),
-        "reward": float(rewards.mean()),
-        "reward_std": float(rewards.std(1).mean()),
-        "frac_reward_zero_std": float(zero_std.float().mean()),
-        "completions/mean_length": _mean(len(c) for c in completions),
-        "completions/clipped_ratio": _mean(clipped),
-    }
-    attempts = [g for g in grades if g.attempted]
-    if attempts:
-        stats["hack/exploit_given_attempt_student"] = _mean(g.exploited for g in attempts)
-    if teacher:
-        stats["hack/teacher"] = _mean(r.exploited for r in teacher)
-        stats["solve/teacher"] = _mean(r.gt_correct for r in teacher)
-    for mode in MODES:
-        own = [g for i, g in enumerate(grades) if groups[i // n_s].problem.mode == mode]
-        if own:
-            stats[f"hack/student_{mode}"] = _mean(g.exploited for g in own)
-            stats[f"solve/student_{mode}"] = _mean(g.gt_correct for g in own)
-    return stats
-
-
-def rollout_overlap_stats(row_cin: Tensor, ro: Rollouts) -> dict[str, float]:
-    """Does a rollout's own gradient point along V more when it exploited? (live rows only)"""
-    live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(row_cin.device)
-    cin, hacked = row_cin[live], ro.exploited[live].float()
-    stats = {}
-    if hacked.any():
-        stats["proj/rollout_cin_exploited"] = float(cin[hacked.bool()].mean())
-    if (~hacked.bool()).any():
-        stats["proj/rollout_cin_clean"] = float(cin[~hacked.bool()].mean())
-    if len(cin) > 1 and cin.std() > 0 and hacked.std() > 0:
-        stats["proj/rollout_cin_exploit_corr"] = float(torch.corrcoef(torch.stack([cin, hacked]))[0, 1])
-    return stats
-
-
-def _mean(values) -> float:
-    values = [float(v) for v in values]
-    return sum(values) / len(values) if values else 0.0
-
-
-@dataclass
-class StepGrads:
-    """One step's knob gradient, taken apart by where it came from (the rows sum to delta_s.grad).
-
-    With shared prompts (`share_prompts`) a prompt's forward serves all its group's rows of one role, so
-    the gradient that reaches the knobs through the prompt is that unit's, not any one row's: a row's own
-    part is then what reaches the knobs through its completion's tokens, and each shared prompt's part
-    stands beside the rows. The student / teacher split stays exact (no prompt is shared across roles).
-    """
-
-    rows: dict[str, Tensor]  # (B, r) per module: each row's own part; skipped rows are zero
-    prompts: dict[str, Tensor]  # (U, r) per module: each shared prompt's part (U = 0 without sharing)
-    prompt_is_student: Tensor  # (U,) bool
-
-    @classmethod
-    def from_forwards(cls, per_forward_row: dict[str, Tensor], batches: list[Tensor], n_rows: int,
-                      prompt_parts_student: list[Tensor]) -> "StepGrads":
-        """Captured rows in forward order — per micro-batch (`batches`: its rows' batch positions), its shared
-        prompts (if any) then its rows — sorted back into rows at their batch positions and prompts."""
-        index = torch.cat(batches) if batches else torch.zeros(0, dtype=torch.long)
-        rows, prompts = {}, {}
-        for name, captured in per_forward_row.items():
-            row_parts, prompt_parts, at = [], [], 0
-            for i, batch in enumerate(batches):
-                n_units = len(prompt_parts_student[i]) if prompt_parts_student else 0
-                prompt_parts.append(captured[at : at + n_units])
-                row_parts.append(captured[at + n_units : at + n_units + len(batch)])
-                at += n_units + len(batch)
-            if at != len(captured):
-                raise RuntimeError(f"{name}: {len(captured)} captured rows, {at} expected from the micro-batches")
-            full = captured.new_zeros(n_rows, captured.shape[1])
-            if row_parts:
-                full[index.to(captured.device)] = torch.cat(row_parts)
-            rows[name] = full
-            prompts[name] = torch.cat(prompt_parts) if prompt_parts else captured.new_zeros(0, captured.shape[1])
-        device = next(iter(rows.values())).device if rows else index.device
-        flags = torch.cat(prompt_parts_student) if prompt_parts_student else torch.zeros(0, dtype=torch.bool)
-        return cls(rows, prompts, flags.to(device))
-
-    def split(self, is_student: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        """(g_student, g_teacher) per module: (r,) sums of the student and of the teacher parts."""
-        student = is_student.to(torch.bool)
-        g_student = {n: r[student.to(r.device)].sum(0) + self.prompts[n][self.prompt_is_student].sum(0)
-                     for n, r in self.rows.items()}
-        g_teacher = {n: r[~student.to(r.device)].sum(0) + self.prompts[n][~self.prompt_is_student].sum(0)
-                     for n, r in self.rows.items()}
-        return g_student, g_teacher
 
 
 class _Timer:

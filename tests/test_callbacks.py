@@ -163,7 +163,7 @@ def deploy_keys(problems) -> set[str]:
 def scripted_samples(groups):
     """What grpo.generate returns, with `test_evaluate.scripted` completions (grpo.grade then grades them for real)."""
     from pgrpo.env import GradeQueue
-    from pgrpo.module import Samples
+    from pgrpo.batch import Samples
 
     return Samples([], [], [], [t for g in groups for t in scripted(g.problem)[:g.n_student]], GradeQueue())
 

@@ -23,7 +23,8 @@ from pgrpo.data import GRPODataModule, PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.env.exploits import clean_completion, hack_completion
 from pgrpo.extraction import HackBasis, random_basis_like
-from pgrpo.module import GenerationConfig, ProjectedGRPO, Samples
+from pgrpo.batch import Samples
+from pgrpo.module import GenerationConfig, ProjectedGRPO
 from pgrpo.projection import ProjectionConfig
 from pgrpo.strategy import ShardedBaseStrategy
 

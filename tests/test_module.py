@@ -15,7 +15,8 @@ from pgrpo.env.pool import TeacherRow
 from pgrpo.extraction import HackBasis
 from pgrpo import module as grpo_module
 from pgrpo.loss import LossConfig
-from pgrpo.module import ProjectedGRPO, Rollouts, Samples
+from pgrpo.batch import Rollouts, Samples
+from pgrpo.module import ProjectedGRPO
 from pgrpo.optim import OptimConfig
 from pgrpo.projection import ProjectionConfig
 from pgrpo.rollout import pack

@@ -10,7 +10,7 @@ from pgrpo.base_eval import evaluate_base
 from pgrpo.embedded import PRETRAIN_STEPS_ENV, build_embedded_default, build_tokenizer, init_model, training_corpus
 from pgrpo.env import MODES, NO_LOOPHOLE, extract_code, grade_batch, load_problems
 from pgrpo.env.attempts import honest_solution, wrong_variants
-from pgrpo.env.exploits import CHOICE, completion, pull_lever, loophole_code, method_signature, stub_solution
+from pgrpo.env.exploits import CHOICE, completion, pull_lever, loophole_code, stub_solution
 from pgrpo.env.prompts import HINTS, NEUTRAL_PHRASE
 
 
