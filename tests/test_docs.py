@@ -114,7 +114,8 @@ def test_every_arm_of_a_documented_sweep_resolves_to_configs(page, tmp_path):
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_pgrpo_command_in_a_pages_code_is_a_real_subcommand(page):
-    from pgrpo.cli import PGRPOCLI, TOOLS
+    from pgrpo.cli import TOOLS
+    from pgrpo.commands.fit import PGRPOCLI
 
     # what main() dispatches: the plain tools by name, and the LightningCLI's subcommands
     commands = set(TOOLS) | set(PGRPOCLI.subcommands())

@@ -10,7 +10,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 from pgrpo.callbacks import HackMetricsLogger
-from pgrpo.cli import PGRPOCLI
+from pgrpo.commands.fit import PGRPOCLI
 from pgrpo.data import GRPODataModule
 from pgrpo.module import ProjectedGRPO
 from pgrpo.progress import StepProgressBar

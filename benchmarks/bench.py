@@ -1,4 +1,4 @@
-"""`pgrpo bench`: each hot path against its plain version, measured side by side in one process.
+"""`pgrpo bench` (or `make bench`): each hot path against its plain version, measured side by side in one process.
 
 Every figure is a ratio of two things timed here, their repetitions alternating
 (the order rotating each round) so that load from other processes falls on both

@@ -1,8 +1,11 @@
 import json
+import tomllib
+from pathlib import Path
 
 import pytest
 
-from pgrpo.bench import TARGETS, bench, real_step_figures
+from benchmarks.bench import TARGETS, bench, real_step_figures
+from pgrpo.cli import main
 
 
 def test_quick_bench_prints_every_figure_the_issue_names_and_a_json_line(capsys: pytest.CaptureFixture, tmp_path,
@@ -35,3 +38,11 @@ def test_the_real_data_step_is_timed_against_the_bare_model_on_the_same_batch_an
     for key in ("real_step_backward_over_bare_fwd_bwd", "real_step_unfolded_backward_over_bare_fwd_bwd"):
         assert figures[key] > 0
     assert figures["real_step_folded_vs_unfolded_grad_max_rel_diff"] < 1e-4
+
+
+def test_pgrpo_bench_runs_the_harness_of_the_clone_which_the_package_does_not_ship(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["bench", "--help"])
+    assert done.value.code == 0 and "--quick" in capsys.readouterr().out
+    packaged = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert packaged["tool"]["setuptools"]["packages"]["find"]["include"] == ["pgrpo*"]
