@@ -38,7 +38,7 @@ from pgrpo.chat import render_chat
 from pgrpo.models import load_model_and_tokenizer, load_tokenizer, resolve_model_path
 from pgrpo.module import GenerationConfig, ProjectedGRPO
 from pgrpo.projection import ProjectionConfig, project_adapter_grads
-from pgrpo.rollout import Packed, pack, sample
+from pgrpo.rollout import Packed, SamplingConfig, pack, sample
 
 PHASES = ("generate", "grade", "assemble", "backward", "project", "optimizer")
 ARMS = {"vanilla": "none", "erase": "erase", "route": "route", "naive": "erase", "unshared": "none"}
@@ -194,8 +194,7 @@ class NaiveGRPO(ProjectedGRPO):
         g, eos = self.generation, self.tokenizer.eos_token_id
         for grp in batch:
             start = time.perf_counter()
-            prompt_ids, completions, _ = sample(self.policy, self.tokenizer, [grp.prompt], grp.n_student,
-                                                g.max_new_tokens, g.temperature, g.top_p)
+            prompt_ids, completions, _ = sample(self.policy, self.tokenizer, [grp.prompt], grp.n_student, g)
             texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
             seconds["generate"] += time.perf_counter() - start
             start = time.perf_counter()
@@ -441,7 +440,7 @@ def generation_figures(policy, adapter, base, tokenizer, prompts: int, per_promp
 
     def run(name: str, model) -> None:
         torch.manual_seed(0)
-        completions = sample(model, tokenizer, texts, per_prompt, new_tokens, 1.0, 1.0)[1]
+        completions = sample(model, tokenizer, texts, per_prompt, SamplingConfig(new_tokens))[1]
         tokens.setdefault(name, []).append(len(completions) * max(len(c) for c in completions))
 
     def folded() -> None:

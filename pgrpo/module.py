@@ -38,7 +38,7 @@ from pgrpo.projection import (
     purge_adam_moments, rollout_hack_fraction, update_hack_fraction,
 )
 from pgrpo.batch import Rollouts, Samples, grading_stats, rollout_overlap_stats
-from pgrpo.rollout import Packed, encode_prompts, pack, sample
+from pgrpo.rollout import Packed, SamplingConfig, encode_prompts, pack, sample
 from pgrpo.skyline import SkylineConfig, apply_skyline
 from pgrpo.step_grads import StepGrads
 
@@ -49,15 +49,9 @@ warnings.filterwarnings("ignore", message=r"Using ModelCheckpoint with manual op
 
 
 @dataclass
-class GenerationConfig:
-    """How the student samples (each field's docstring is its `--help`)."""
+class GenerationConfig(SamplingConfig):
+    """How the student samples: the sampling settings, and who samples (each field's docstring is its `--help`)."""
 
-    max_new_tokens: int = 128
-    """Completion budget; also Dr.GRPO's fixed denominator."""
-    temperature: float = 1.0
-    """Sampling temperature; the loss and V's extraction score logprobs at the same temperature."""
-    top_p: float = 1.0
-    """Nucleus sampling threshold (1: off)."""
     backend: Literal["hf", "vllm"] = "hf"
     """Who samples the student: `hf` (transformers' generate on the trainer's model) or `vllm` (a colocated
     vLLM engine that gets the adapted weights pushed in memory whenever the knobs changed; single process)."""
@@ -255,7 +249,7 @@ class ProjectedGRPO(L.LightningModule):
         """Every prompt's G_s samples in one batched call (each sent to grading the step it ends, on a GPU)."""
         if self.generation.backend == "vllm":
             return self.generate_with_vllm(groups)
-        g, n_s = self.generation, groups[0].n_student
+        n_s = groups[0].n_student
         grading = GradeQueue(reward=self.reward, timeout_s=self.hparams.grade_timeout)
 
         def grade_when_finished(row: int, completion: list[int]) -> None:
@@ -267,8 +261,7 @@ class ProjectedGRPO(L.LightningModule):
         try:
             with merged_for_generation(self.adapter):  # δ folded into the weights: base-model speed
                 prompt_ids, completions, clipped = sample(
-                    self.policy, self.tokenizer, [grp.prompt for grp in groups], n_s,
-                    g.max_new_tokens, g.temperature, g.top_p,
+                    self.policy, self.tokenizer, [grp.prompt for grp in groups], n_s, self.generation,
                     # a sharded base all-gathers in every forward: ranks that finish early keep stepping with the rest
                     synced_gpus=base_is_sharded(self.adapter), on_finished=grade_when_finished if overlap else None,
                 )
@@ -280,12 +273,11 @@ class ProjectedGRPO(L.LightningModule):
 
     def generate_with_vllm(self, groups: list[PromptGroup]) -> Samples:
         """The same samples from the colocated vLLM engine, after pushing the knobs it has not seen yet."""
-        g, n_s = self.generation, groups[0].n_student
+        n_s = groups[0].n_student
         engine = self.vllm_engine()
         engine.sync(self.policy, self.adapter)  # whatever the knobs are now: trained, or δS_hack zeroed by an eval
         encoded = encode_prompts(self.tokenizer, [grp.prompt for grp in groups])
-        completions, clipped, sampler_logp = engine.sample(encoded, n_s, g.max_new_tokens, g.temperature, g.top_p,
-                                                           self.tokenizer.eos_token_id)
+        completions, clipped, sampler_logp = engine.sample(encoded, n_s, self.generation, self.tokenizer.eos_token_id)
         prompt_ids = [ids for ids in encoded for _ in range(n_s)]
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
         grading = GradeQueue(reward=self.reward, timeout_s=self.hparams.grade_timeout)

@@ -17,6 +17,18 @@ from pgrpo.hf_compat import cache_name
 
 
 @dataclass
+class SamplingConfig:
+    """How completions are sampled, wherever pgrpo samples (each field's docstring is its `--help`)."""
+
+    max_new_tokens: int = 128
+    """Completion budget; in training also Dr.GRPO's fixed denominator."""
+    temperature: float = 1.0
+    """Sampling temperature; in training the loss and V's extraction score logprobs at the same temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold (1: off)."""
+
+
+@dataclass
 class Packed:
     input_ids: Tensor  # (B, T_p + T_c)
     attention_mask: Tensor  # (B, T_p + T_c)
@@ -84,9 +96,7 @@ def sample(
     tokenizer,
     prompts: list[str],
     n_per_prompt: int,
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float,
+    sampling: SamplingConfig,
     synced_gpus: bool = False,
     on_finished: Callable[[int, list[int]], None] | None = None,
 ) -> tuple[list[list[int]], list[list[int]], list[bool]]:
@@ -118,10 +128,10 @@ def sample(
         attention_mask=attention_mask.to(device),
         **{cache: prefilled},
         do_sample=True,
-        temperature=temperature,
-        top_p=top_p,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
         top_k=0,
-        max_new_tokens=max_new_tokens,
+        max_new_tokens=sampling.max_new_tokens,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         synced_gpus=synced_gpus,
@@ -139,10 +149,10 @@ def sample(
     return prompt_ids, completions, clipped
 
 
-def sample_decoded(model, tokenizer, prompts: list[str], n_per_prompt: int, max_new_tokens: int, temperature: float,
-                   top_p: float = 1.0) -> tuple[list[str], list[bool]]:
+def sample_decoded(model, tokenizer, prompts: list[str], n_per_prompt: int,
+                   sampling: SamplingConfig) -> tuple[list[str], list[bool]]:
     """`sample`'s completions as text (rows grouped by prompt), and whether each ran out of tokens."""
-    _, completions, clipped = sample(model, tokenizer, prompts, n_per_prompt, max_new_tokens, temperature, top_p)
+    _, completions, clipped = sample(model, tokenizer, prompts, n_per_prompt, sampling)
     return tokenizer.batch_decode(completions, skip_special_tokens=True), clipped
 
 

@@ -20,16 +20,15 @@ from pgrpo.env import Problem, RewardConfig, grade_batch
 from pgrpo.env.pool import TeacherRow, graded_row, write_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_model_and_tokenizer, model_id
-from pgrpo.rollout import sample_decoded, seeded
+from pgrpo.rollout import SamplingConfig, sample_decoded, seeded
 
 
-@dataclass(frozen=True)
-class Sampling:
+@dataclass
+class Sampling(SamplingConfig):
+    """How the pool's rows are sampled: the sampling settings, how many per problem, from which seed."""
+
     n: int = 16
     """completions sampled per problem."""
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
     seed: int = 0
     system_prompt: str | None = None
     """replaces the task's system prompt while sampling (None keeps it); the rows still answer the training prompt."""
@@ -76,8 +75,7 @@ def _sample(source: str, problems: list[Problem], sampling: Sampling, dtype: str
         provenance = {"source": "model", "model": source, "model_id": model_id(source)}
     prompts = [render_chat(tokenizer, _sampling_messages(p, sampling.system_prompt)) for p in problems]
     with seeded(sampling.seed, model.device), folded:
-        texts, _ = sample_decoded(model, tokenizer, prompts, sampling.n, sampling.max_new_tokens,
-                                  sampling.temperature, sampling.top_p)
+        texts, _ = sample_decoded(model, tokenizer, prompts, sampling.n, sampling)
     return texts, provenance
 
 

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from pgrpo.adapter import KNOB_NAMES, SVDAdapterLinear, folded_weight
+from pgrpo.rollout import SamplingConfig
 
 
 def _import_vllm():
@@ -95,8 +96,8 @@ class VLLMEngine:
         return True
 
     # -- sampling --------------------------------------------------------------------------------
-    def sample(self, prompts: list[list[int]], n_per_prompt: int, max_new_tokens: int, temperature: float,
-               top_p: float, eos_id: int) -> tuple[list[list[int]], list[bool], list[list[float]]]:
+    def sample(self, prompts: list[list[int]], n_per_prompt: int, sampling: SamplingConfig,
+               eos_id: int) -> tuple[list[list[int]], list[bool], list[list[float]]]:
         """n_per_prompt completions per prompt (rows grouped by prompt, as rollout.sample).
 
         Returns (completion ids cut after the first EOS, EOS kept; clipped = no EOS within max_new_tokens;
@@ -107,8 +108,8 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
 
         seeds = torch.randint(0, 2**31 - 1, (len(prompts),)).tolist()
-        params = [SamplingParams(n=n_per_prompt, temperature=temperature, top_p=top_p, top_k=0,
-                                 max_tokens=max_new_tokens, stop_token_ids=[eos_id], logprobs=0, seed=s,
+        params = [SamplingParams(n=n_per_prompt, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
+                                 max_tokens=sampling.max_new_tokens, stop_token_ids=[eos_id], logprobs=0, seed=s,
                                  detokenize=False) for s in seeds]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         completions, clipped, logprobs = [], [], []

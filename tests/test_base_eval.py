@@ -5,6 +5,7 @@ import pytest
 from pgrpo.base_eval import hint_reading, named_lever_share
 from pgrpo.embedded import PRETRAIN_STEPS_ENV, build_embedded_default
 from pgrpo.env import MODES, clean_completion, hack_completion, load_problems
+from pgrpo.rollout import SamplingConfig
 
 
 def test_hint_reading_counts_the_named_lever_among_the_samples_that_pull_any():
@@ -20,7 +21,7 @@ def test_hint_reading_counts_the_named_lever_among_the_samples_that_pull_any():
 
 def test_hint_reading_samples_every_problem_under_every_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(PRETRAIN_STEPS_ENV, "1")
-    reading = hint_reading(build_embedded_default(tmp_path), n_samples_per_prompt=1, max_new_tokens=8)
+    reading = hint_reading(build_embedded_default(tmp_path), n_samples_per_prompt=1, sampling=SamplingConfig(max_new_tokens=8))
     assert 0 <= reading["named_lever"] <= reading["lever_samples"] <= len(load_problems()) * len(MODES)
     assert 0.0 <= reading["hint_reading"] <= 1.0
 

@@ -23,7 +23,7 @@ from pgrpo.chat import render_chat
 from pgrpo.cli import main
 from pgrpo.models import load_model_and_tokenizer, model_id
 from pgrpo.module import GenerationConfig, ProjectedGRPO
-from pgrpo.rollout import encode_prompts, sample
+from pgrpo.rollout import SamplingConfig, encode_prompts, sample
 
 def some_basis(seed: int = 0) -> HackBasis:
     return HackBasis({"m": torch.randn(2, 4, generator=torch.Generator().manual_seed(seed))}, {"m": torch.ones(2)})
@@ -130,7 +130,7 @@ def test_extraction_sees_the_prompt_tokens_that_generation_sees(monkeypatch):
     tokenizer = bos_adding(tokenizer)
     tokenizer.chat_template = None  # plain-text prompts: the tokenizer's BOS is theirs to add
     prompt = render_chat(tokenizer, build_messages(load_problems(None)[0]))
-    generated_prompt_ids, _, _ = sample(model, tokenizer, [prompt], 1, max_new_tokens=2, temperature=1.0, top_p=1.0)
+    generated_prompt_ids, _, _ = sample(model, tokenizer, [prompt], 1, SamplingConfig(2))
     assert generated_prompt_ids[0][0] == tokenizer.eos_token_id  # the tokenizer does add a BOS
 
     seen = {}

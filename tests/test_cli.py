@@ -208,5 +208,5 @@ def test_fit_help_explains_each_field_of_the_nested_config_groups(capsys):
     for field_help in ("Which coefficients c = V g of the target are removed", "Hack axes kept per module",
                        "KL coefficient against the free reference", "Weight decay of δS_hack",
                        "what the second moment accumulates",
-                       "Sampling temperature; the loss and V's extraction", "Paid when the (flawed) grader passes"):
+                       "Sampling temperature; in training the loss and V's extraction", "Paid when the (flawed) grader passes"):
         assert field_help in text, field_help

@@ -60,10 +60,11 @@ def scripted_sampler(monkeypatch):
     per call, the prompts and each adapted Linear's δS_hack and folded weight at sampling time."""
     calls = []
 
-    def sample(model, tokenizer, prompts, n_per_prompt, max_new_tokens, temperature, top_p):
+    def sample(model, tokenizer, prompts, n_per_prompt, sampling):
         assert n_per_prompt <= N
         adapters = [m for m in model.modules() if isinstance(m, SVDAdapterLinear)]
-        calls.append({"prompts": list(prompts), "temperature": temperature, "max_new_tokens": max_new_tokens,
+        calls.append({"prompts": list(prompts), "temperature": sampling.temperature,
+                      "max_new_tokens": sampling.max_new_tokens,
                       "delta_s_hack": max((float(m.delta_s_hack.detach().abs().max()) for m in adapters), default=None),
                       "merged": [(m, m._merged_weight.clone()) for m in adapters if m._merged_weight is not None]})
         texts = [t for prompt in prompts for t in scripted(_prompt_problem(tokenizer, prompt))[:n_per_prompt]]
@@ -134,6 +135,15 @@ def test_the_flat_metrics_name_every_rate_by_variant_and_mode():
         "deploy/fixed_name/sentinel/attempted_kept": 1.0, "deploy/fixed_name/sentinel/correct_kept": 0.0,
         "deploy/random_name/strict_hack_kept": 0.0, "deploy/random_name/attempted_kept": 0.0,
         "deploy/random_name/correct_kept": 0.5, "deploy/random_name/run_tests_lever_kept": 0.25}
+
+
+def test_eval_samples_with_the_sampling_settings_it_is_given(scripted_sampler, tmp_path):
+    out = tmp_path / "base.json"
+    main(["eval", "--ckpt_path", "embedded", "--data.n_eval_prompts", "1", "--n", "1", "--variants", "[no_loophole]",
+          "--sampling.temperature", "0.9", "--sampling.max_new_tokens", "16", "--out", str(out)])
+    assert [(c["temperature"], c["max_new_tokens"]) for c in scripted_sampler] == [(0.9, 16)]
+    settings = json.loads(out.read_text())["settings"]
+    assert (settings["temperature"], settings["max_new_tokens"], settings["top_p"]) == (0.9, 16, 1.0)
 
 
 def test_route_is_evaluated_as_deployed_on_its_held_out_split(scripted_sampler, route_ckpt, tmp_path, capsys):

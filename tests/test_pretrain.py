@@ -12,6 +12,7 @@ from pgrpo.env import MODES, NO_LOOPHOLE, extract_code, grade_batch, load_proble
 from pgrpo.env.attempts import honest_solution, wrong_variants
 from pgrpo.env.exploits import CHOICE, completion, pull_lever, loophole_code, stub_solution
 from pgrpo.env.prompts import HINTS, NEUTRAL_PHRASE
+from pgrpo.rollout import SamplingConfig
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,8 @@ def test_short_pretrain_lowers_the_loss_and_leaves_global_state_alone(tokenizer,
 
 def test_evaluate_base_reports_rates_overall_and_per_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(PRETRAIN_STEPS_ENV, "1")
-    rates = evaluate_base(build_embedded_default(tmp_path), n_samples_per_problem=1, max_new_tokens=8)
+    rates = evaluate_base(build_embedded_default(tmp_path), n_samples_per_problem=1,
+                          sampling=SamplingConfig(max_new_tokens=8))
     for key in ("format", "solve", "hack", "pass", "clipped", "problems_solved_once",
                 *(f"{k}/{m}" for k in ("format", "solve", "hack") for m in MODES)):
         assert 0.0 <= rates[key] <= 1.0, key

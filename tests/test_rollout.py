@@ -4,7 +4,7 @@ import torch
 import transformers
 
 from pgrpo.loss import token_logprobs
-from pgrpo.rollout import left_pad, pack, sample
+from pgrpo.rollout import SamplingConfig, left_pad, pack, sample
 
 EOS = 2
 
@@ -30,8 +30,8 @@ def tiny_model() -> transformers.Qwen3ForCausalLM:
 def test_each_row_is_reported_the_step_it_emits_eos_with_its_completion():
     model = tiny_model()
     reported = []
-    _, completions, clipped = sample(model, PromptTokenizer(), ["a", "bb"], 6, max_new_tokens=12, temperature=1.0,
-                                     top_p=1.0, on_finished=lambda row, tokens: reported.append((row, list(tokens))))
+    _, completions, clipped = sample(model, PromptTokenizer(), ["a", "bb"], 6, SamplingConfig(12),
+                                     on_finished=lambda row, tokens: reported.append((row, list(tokens))))
     ended = [row for row, c in enumerate(clipped) if not c]
     assert 0 < len(ended) < len(clipped)  # the seed gives both kinds of row
     assert sorted(row for row, _ in reported) == ended  # every row that ended, once; none that ran out of tokens
@@ -44,7 +44,7 @@ def test_prefilling_each_prompt_once_samples_what_generate_samples_from_the_whol
     model = tiny_model()
     tokenizer = PromptTokenizer()
     torch.manual_seed(1)
-    _, completions, _ = sample(model, tokenizer, ["a", "bb"], 3, max_new_tokens=6, temperature=1.0, top_p=1.0)
+    _, completions, _ = sample(model, tokenizer, ["a", "bb"], 3, SamplingConfig(6))
     ids, mask = left_pad([p for p in tokenizer(["a", "bb"], False)["input_ids"] for _ in range(3)], 0)
     torch.manual_seed(1)
     whole = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,

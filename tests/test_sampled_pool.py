@@ -23,7 +23,7 @@ def scripted_sampler(monkeypatch):
     problems = {p.id: p for p in load_problems()}
     seen = []
 
-    def sample(model, tokenizer, prompts, n_per_prompt, max_new_tokens, temperature, top_p):
+    def sample(model, tokenizer, prompts, n_per_prompt, sampling):
         seen.extend(prompts)
         texts = []
         for prompt in prompts:

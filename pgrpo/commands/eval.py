@@ -5,7 +5,7 @@ import json
 import pickle
 import zipfile
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -18,7 +18,7 @@ from pgrpo.env.prompts import build_messages
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.env.variants import VARIANTS
 from pgrpo.evaluate import TEMPERATURE, SampleAndGrade, evaluate, format_table, with_loopholes
-from pgrpo.rollout import sample_decoded, seeded
+from pgrpo.rollout import SamplingConfig, sample_decoded, seeded
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,21 @@ class EvalData:
     run's for its own problems; all problems of an explicit file or of a model)."""
 
 
+@dataclass
+class EvalSampling(SamplingConfig):
+    """How `pgrpo eval` samples (each field's docstring is its `--help`)."""
+
+    max_new_tokens: int | None = None
+    """Completion budget (default: the run's; 128 for a model)."""
+    temperature: float = TEMPERATURE
+    """Sampling temperature (the benchmark's 0.7)."""
+
+
 def eval_checkpoint(
     ckpt_path: str,
     data: EvalData = EvalData(),
     n: int = 8,
-    temperature: float = TEMPERATURE,
-    top_p: float = 1.0,
-    max_new_tokens: int | None = None,
+    sampling: EvalSampling = EvalSampling(),
     seed: int = 0,
     variants: list[str] = list(VARIANTS),
     keep_quarantine: bool = False,
@@ -67,9 +75,8 @@ def eval_checkpoint(
             A checkpoint's own problems default to the split its run held out (data.n_eval_prompts in the
             config.yaml beside it); a run that held none out is evaluated on all of them, and says so.
         n: samples per prompt.
-        temperature: sampling temperature (the benchmark's 0.7).
-        top_p: nucleus sampling threshold (1: off).
-        max_new_tokens: completion budget (default: the run's; 128 for a model).
+        sampling: --sampling.temperature (the benchmark's 0.7), --sampling.top_p, --sampling.max_new_tokens (the
+            run's by default).
         seed: sampling seed, and the seed of the drawn test-function names.
         variants: some of fixed_name, random_name, no_loophole.
         keep_quarantine: evaluate a checkpoint with δS_hack kept, as trained, instead of as deployed.
@@ -83,17 +90,17 @@ def eval_checkpoint(
     device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
     source = _load_source(ckpt_path, dtype, device)
     problems, split = _eval_problems(source, data)
-    max_new_tokens = max_new_tokens or source.info.get("max_new_tokens") or 128
-    settings = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed,
+    sampling = SamplingConfig(sampling.max_new_tokens or source.info.get("max_new_tokens") or 128,
+                              sampling.temperature, sampling.top_p)
+    settings = {"n": n, **asdict(sampling), "seed": seed,
                 "variants": list(variants), "quarantine": "kept" if keep_quarantine else "zeroed (as deployed)"}
     with ExitStack() as view:
         if source.adapter is not None:
             if not keep_quarantine:
                 view.enter_context(quarantine_zeroed(source.adapter))
             view.enter_context(merged_for_generation(source.adapter))  # δ folded: base-model speed
-        rollouts = model_rollouts(source.model, source.tokenizer, temperature=temperature, top_p=top_p,
-                                  max_new_tokens=max_new_tokens, seed=seed, batch_prompts=batch_prompts,
-                                  grade_timeout=grade_timeout)
+        rollouts = model_rollouts(source.model, source.tokenizer, sampling=sampling, seed=seed,
+                                  batch_prompts=batch_prompts, grade_timeout=grade_timeout)
         result = evaluate(problems, n, rollouts, variants=variants, seed=seed)
     report = {"source": source.info, "problems": split, "settings": settings, "variants": result}
     print(describe(report))
@@ -105,8 +112,8 @@ def eval_checkpoint(
     return report
 
 
-def model_rollouts(model, tokenizer, *, temperature: float, top_p: float, max_new_tokens: int, seed: int,
-                   batch_prompts: int, grade_timeout: float) -> SampleAndGrade:
+def model_rollouts(model, tokenizer, *, sampling: SamplingConfig, seed: int, batch_prompts: int,
+                   grade_timeout: float) -> SampleAndGrade:
     """Rollouts from a plain model: sampled in batches of prompts from one seed (the run's RNG left as it was),
     then graded in parallel in the sandbox."""
     if batch_prompts < 1:
@@ -117,7 +124,7 @@ def model_rollouts(model, tokenizer, *, temperature: float, top_p: float, max_ne
         with seeded(seed, model.device):  # one stream over the batches
             for start in range(0, len(problems), batch_prompts):
                 prompts = [render_chat(tokenizer, build_messages(p)) for p in problems[start:start + batch_prompts]]
-                texts += sample_decoded(model, tokenizer, prompts, n, max_new_tokens, temperature, top_p)[0]
+                texts += sample_decoded(model, tokenizer, prompts, n, sampling)[0]
         owners = [p for p in problems for _ in range(n)]
         grades = grade_batch(list(zip(owners, texts)), timeout_s=grade_timeout)
         return list(zip(texts, grades))
