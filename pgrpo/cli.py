@@ -80,16 +80,9 @@ def main(argv: list[str] | None = None) -> None:
         CLI(command, args=bare_flags_to_true(command, underscored_options(args[1:])),
             as_positional=name in POSITIONAL_TOOLS)
         return
-    from pgrpo.commands.fit import PGRPOCLI
-    from pgrpo.data import GRPODataModule
-    from pgrpo.module import ProjectedGRPO
+    from pgrpo.commands.fit import fit
 
-    PGRPOCLI(
-        ProjectedGRPO, GRPODataModule, args=argv, seed_everything_default=0,
-        save_config_kwargs={"overwrite": True},
-        parser_kwargs={"description": "Projected GRPO. Training: `pgrpo fit --config configs/erase.yaml`. "
-                       f"Other commands: {', '.join(TOOLS)} (each with --help)."},
-    )
+    fit(argv, other_commands=tuple(TOOLS))
 
 
 if __name__ == "__main__":

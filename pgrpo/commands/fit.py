@@ -9,8 +9,20 @@ from lightning.pytorch.cli import LightningCLI
 from typing_extensions import override
 
 from pgrpo.callbacks import CompletionSamples, HackMetricsLogger
+from pgrpo.data import GRPODataModule
+from pgrpo.module import ProjectedGRPO
 from pgrpo.progress import StepProgressBar
 from pgrpo.summary import RunSummary
+
+
+def fit(args: list[str] | None = None, other_commands: tuple[str, ...] = ()) -> None:
+    """Train one arm on one seed: `pgrpo fit --config configs/erase.yaml` (`--help` lists every knob)."""
+    PGRPOCLI(
+        ProjectedGRPO, GRPODataModule, args=args, seed_everything_default=0,
+        save_config_kwargs={"overwrite": True},
+        parser_kwargs={"description": "Projected GRPO. Training: `pgrpo fit --config configs/erase.yaml`. "
+                       f"Other commands: {', '.join(other_commands)} (each with --help)."},
+    )
 
 
 class PGRPOCLI(LightningCLI):
