@@ -73,12 +73,14 @@ def pick_baseline(by_arm: dict[str, list[Run]], baseline: str | None) -> str | N
 
 def paired_baselines(by_arm: dict[str, list[Run]], base: str | None, explicit: bool) -> dict[str, str | None]:
     """The arm each arm's Δ is taken against: an arm with overlays (`erase+no_teacher`) against the vanilla
-    arm with the same overlays (`vanilla+no_teacher`) when the sweep has one, so that Δ isolates the arm;
-    otherwise, or when the baseline was chosen explicitly, against `base`."""
+    arm with the same overlays (`vanilla+no_teacher`) when the sweep has one, so that Δ isolates the arm (also
+    when no single vanilla arm ran, as in a report of overlay arms only); otherwise, or when the baseline was
+    chosen explicitly, against `base`."""
+    stem = base.split("+")[0] if base else "vanilla"
     pairs = {}
     for arm in by_arm:
         _, *overlays = arm.split("+")
-        twin = "+".join([base.split("+")[0], *overlays]) if base and overlays and not explicit else None
+        twin = "+".join([stem, *overlays]) if overlays and not explicit else None
         if twin in by_arm and twin != arm and arm_kind(by_arm[twin]) == "vanilla":
             pairs[arm] = twin
         else:
@@ -344,10 +346,15 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     matched = out_dir / "matched.png"
     plot_matched(by_arm, honest, matched, last)
     pairs = paired_baselines(by_arm, base, explicit=baseline is not None)
-    against = f"`{base}` at the same seed" if base else "nothing (no unique vanilla arm: pass --baseline)"
     twins = [f"`{arm}` with `{twin}`" for arm, twin in pairs.items() if twin not in (None, base)]
-    if twins:
-        against += " (an arm with overlays with the vanilla arm of the same overlays: " + ", ".join(twins) + ")"
+    if base:
+        against = f"`{base}` at the same seed"
+        if twins:
+            against += " (an arm with overlays with the vanilla arm of the same overlays: " + ", ".join(twins) + ")"
+    elif twins:
+        against = "the vanilla arm of the same overlays at the same seed: " + ", ".join(twins)
+    else:
+        against = "nothing (no unique vanilla arm: pass --baseline)"
     skylines = [arm for arm, rs in by_arm.items() if arm_kind(rs) == "oracle skyline"]
     parts = [f"# pgrpo report: {logdir}", explanation(last, against, honest, skylines),
              arm_table(by_arm, pairs, honest, last)]

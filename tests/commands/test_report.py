@@ -171,6 +171,18 @@ def test_an_arm_with_overlays_is_paired_with_vanilla_under_the_same_overlays(tmp
     assert deltas(capsys.readouterr().out)["erase+no_teacher"] == ["-0.800 (n.s.)", "0.100 (n.s.)"]
 
 
+def test_overlay_arms_pair_with_their_vanilla_twins_when_no_plain_vanilla_ran(tmp_path, capsys):
+    # the lab's overlay report: only vanilla+X and erase+X arms, so no one vanilla arm to fall back on
+    root = tmp_path / "overlays"
+    for overlay, vanilla_hack in (("no_teacher", 0.6), ("lomo", 0.4)):
+        write_run(root / f"vanilla+{overlay}" / "seed0", "none", {"hack/student": vanilla_hack, "solve/student": 0.1})
+        write_run(root / f"erase+{overlay}" / "seed0", "erase", {"hack/student": 0.2, "solve/student": 0.3})
+    main(["report", str(root)])
+    rows = deltas(capsys.readouterr().out)
+    assert rows["erase+no_teacher"] == ["-0.400 (n.s.)", "0.200 (n.s.)"]
+    assert rows["erase+lomo"] == ["-0.200 (n.s.)", "0.200 (n.s.)"]
+
+
 def test_a_controls_overlap_with_the_real_v_gets_its_own_column(tmp_path, capsys):
     root = tmp_path / "controls"
     write_run(root / "vanilla" / "seed0", "none", {"hack/student": 0.6, "solve/student": 0.2})
