@@ -85,7 +85,7 @@ def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tm
 
 
 @pytest.mark.parametrize("arm, own_tags", [("honest", []), ("gt_screen", ["skyline/screened"]), ("gt_penalty", []),
-                                           ("adv_gate", ["proj/adv_gate_weight"])])
+                                           ("adv_gate", ["proj/advantage_weight"])])
 def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
     main(fast(arm, tmp_path, 2))
     scalars = read_scalars(tmp_path / arm / "version_0")
@@ -98,13 +98,13 @@ def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
 
 def test_unknown_config_key_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(fast("erase", tmp_path, 2, "--model.projection.gatee=no_gate"))
+        main(fast("erase", tmp_path, 2, "--model.intervention.init_args.gatee=no_gate"))
     assert "gatee" in capsys.readouterr().err
 
 
-def test_bad_projection_value_names_the_value(tmp_path):
+def test_bad_intervention_value_names_the_value(tmp_path):
     with pytest.raises((SystemExit, ValueError)) as err:
-        main(fast("erase", tmp_path, 2, "--model.projection.arm=delete"))
+        main(fast("erase", tmp_path, 2, "--model.intervention.init_args.gate=delete"))
     assert "delete" in str(err.value) or err.type is SystemExit
 
 
@@ -117,7 +117,7 @@ def test_print_config_shows_the_arm(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(REPO / "configs" / "route.yaml"), "--print_config"])
     out = capsys.readouterr().out
-    assert "arm: route" in out and "every_n_train_steps: 25" in out
+    assert "class_path: pgrpo.interventions.Route" in out and "every_n_train_steps: 25" in out
 
 
 def _pgrpo(args: list[str]) -> subprocess.Popen:
