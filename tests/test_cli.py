@@ -205,8 +205,16 @@ def test_fit_help_explains_each_field_of_the_nested_config_groups(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    for field_help in ("Which coefficients c = V g of the target are removed", "Hack axes kept per module",
+    assert "--model.intervention.help" in text and "pgrpo.interventions.Erase" in text  # each one's knobs: below
+    for field_help in ("Hack axes kept per module",
                        "KL coefficient against the free reference", "Weight decay of δS_hack",
                        "what the second moment accumulates",
                        "Sampling temperature; in training the loss and V's extraction", "Paid when the (flawed) grader passes"):
         assert field_help in text, field_help
+
+
+def test_an_interventions_help_explains_each_of_its_knobs(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--model.intervention.help", "Erase"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "which coefficients c = V g of the target are removed" in text and "--model.intervention.v" in text

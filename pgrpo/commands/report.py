@@ -43,7 +43,10 @@ def run_kind(config: dict | None) -> str | None:
     # imported only here: the report reads numbers and need not load torch's world otherwise
     from pgrpo.interventions import intervention_class
 
-    cls = intervention_class(chosen["class_path"])
+    try:
+        cls = intervention_class(chosen["class_path"])
+    except (ImportError, AttributeError, ValueError):
+        return None  # a class this version of pgrpo does not have: its kind is not known here
     if cls.reads_oracle:
         return "oracle skyline"
     if (chosen.get("init_args") or {}).get("v", "real") != "real":

@@ -103,3 +103,6 @@ class Intervention:
 
     def __eq__(self, other) -> bool:
         return type(other) is type(self) and other.init_args() == self.init_args()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))

@@ -13,6 +13,9 @@ from pgrpo.projection import Gate, Target, project_knobs, project_vector, purge_
 class Erase(ReadsV):
     """Erase: remove the (gated) component along V of the gradient, the update or the knobs' position."""
 
+    parks = False
+    """Whether what is removed from δS is added to δS_hack (Route) rather than dropped."""
+
     def __init__(self, gate: Gate = "no_gate", overshoot: float = 1.0, preserve_magnitude: bool = False,
                  target: Target = "grad", purge_adam_moments: bool = False, v: Source = "real",
                  v_seed: int | None = None):
@@ -70,6 +73,3 @@ class Erase(ReadsV):
         if self.target != "grad":
             project_knobs(module.adapter, module.basis, before if self.target == "update" else None,
                           park=self.parks, **self.gating)
-
-    parks = False
-    """Whether what is removed from δS is added to δS_hack (route) rather than dropped."""
