@@ -37,11 +37,14 @@ from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.chat import render_chat
 from pgrpo.models import load_model_and_tokenizer, load_tokenizer, resolve_model_path
 from pgrpo.module import GenerationConfig, ProjectedGRPO
-from pgrpo.projection import ProjectionConfig, project_adapter_grads
+from pgrpo.interventions import Erase, Route, Vanilla
+from pgrpo.projection import measure_grads
 from pgrpo.rollout import Packed, SamplingConfig, pack, sample
 
 PHASES = ("generate", "grade", "assemble", "backward", "project", "optimizer")
-ARMS = {"vanilla": "none", "erase": "erase", "route": "route", "naive": "erase", "unshared": "none"}
+# route parks a projected position, never a gradient
+ARMS = {"vanilla": Vanilla, "erase": Erase, "route": lambda: Route(target="position"), "naive": Erase,
+        "unshared": Vanilla}
 TARGETS = {  # figure -> (comparison, bound), from the performance issue
     "erase_over_vanilla_step": ("<=", 1.10),
     "vanilla_over_unshared_steps_per_s": (">=", 1.3),
@@ -229,7 +232,10 @@ class NaiveGRPO(ProjectedGRPO):
             m.delta_s.grad = split["student"][n] + split["teacher"][n]
             m.delta_s_hack.grad = m.delta_s.grad.clone()
         start = time.perf_counter()
-        project_adapter_grads(self.adapter, self.basis, self.projection, split["student"], split["teacher"])
+        measure_grads(self.adapter, self.basis, split["student"], split["teacher"])
+        for m in self.adapter.values():
+            m.delta_s_hack.grad = None
+        self.intervention.gradient(self)
         seconds["project"] = time.perf_counter() - start
         start = time.perf_counter()
         self.clip_knob_grads()
@@ -256,8 +262,7 @@ def time_arm(kind: str, model: str, sizes: Sizes, root: Path) -> list[dict[str, 
     # "unshared" is the step as it was before prompt sharing: every row runs its own prompt, and the
     # reference forward runs every step although beta = 0
     unshared = {"share_prompts": False, "kl_every": 1} if kind == "unshared" else {}
-    target = "position" if kind == "route" else "grad"  # route parks a projected position, never a gradient
-    module = cls(model=model, projection=ProjectionConfig(arm=ARMS[kind], target=target),
+    module = cls(model=model, intervention=ARMS[kind](),
                  generation=GenerationConfig(max_new_tokens=new_tokens), **unshared)
     data = GRPODataModule(model=model, seed=0, group_size=group, prompts_per_step=prompts)
     timer = StepTimes()

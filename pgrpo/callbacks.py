@@ -12,7 +12,6 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
 from typing_extensions import override
 
-from pgrpo.adapter import quarantine_zeroed
 from pgrpo.chat import render_chat
 from pgrpo.controls import control_basis
 from pgrpo.data import PromptGroup
@@ -224,7 +223,7 @@ def _deploy_keys(result: dict, suffix: str = "") -> dict[str, float]:
 
 def _eval(pl_module, problems: list[Problem], n: int, seed: int, temperature: float | None, variants: list[str],
           zero_quarantine: bool) -> dict:
-    view = quarantine_zeroed(pl_module.adapter) if zero_quarantine else nullcontext()
+    view = pl_module.intervention.deployed(pl_module.adapter) if zero_quarantine else nullcontext()
     with seeded(seed, pl_module.device), view, _sampling_temperature(pl_module, temperature):
         return evaluate(problems, n, module_rollouts(pl_module), variants=variants, seed=seed)
 

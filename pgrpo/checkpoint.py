@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from pgrpo.adapter import SVDAdapterLinear, attach_adapter, load_adapter_state_dict
+from pgrpo.interventions import Intervention, from_config
 from pgrpo.models import load_model_and_tokenizer, model_id
 
 # the LightningModule's attribute that holds the policy: its state_dict keys start with it
@@ -26,6 +27,11 @@ class RunCheckpoint:
     policy: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     adapter: dict[str, SVDAdapterLinear]
+
+    @property
+    def intervention(self) -> Intervention:
+        """The intervention the run trained with (its `deployed` view is the model as it ships)."""
+        return from_config(self.hparams["intervention"])
 
     @property
     def config_path(self) -> Path | None:

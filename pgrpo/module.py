@@ -33,13 +33,12 @@ from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
+from pgrpo.interventions import Intervention, Vanilla
 from pgrpo.projection import (
-    ProjectionConfig, advantage_gate, along_v, knob_snapshot, project_adapter_grads, project_knobs,
-    purge_adam_moments, rollout_hack_fraction, update_hack_fraction,
+    along_v, grad_hack_fraction, knob_snapshot, measure_grads, rollout_hack_fraction, update_hack_fraction,
 )
 from pgrpo.batch import Rollouts, Samples, grading_stats, rollout_overlap_stats
 from pgrpo.rollout import Packed, SamplingConfig, encode_prompts, pack, sample
-from pgrpo.skyline import SkylineConfig, apply_skyline
 from pgrpo.step_grads import StepGrads
 
 # The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
@@ -72,7 +71,7 @@ class ProjectedGRPO(L.LightningModule):
         dtype: str = "float32",
         target_modules: list[str] = list(DEFAULT_TARGETS),
         max_rank: int | None = None,
-        projection: ProjectionConfig = ProjectionConfig(),
+        intervention: Intervention = Vanilla(),
         extraction: ExtractionConfig = ExtractionConfig(),
         loss: LossConfig = LossConfig(),
         advantage_scale: str = "none",
@@ -80,7 +79,6 @@ class ProjectedGRPO(L.LightningModule):
         generation: GenerationConfig = GenerationConfig(),
         optim: OptimConfig = OptimConfig(),
         reward: RewardConfig = RewardConfig(),
-        skyline: SkylineConfig = SkylineConfig(),
         grade_timeout: float = FLOOR_S,
         logprob_chunk_size: int = 128,
         micro_batch_size: int | None = None,
@@ -94,7 +92,8 @@ class ProjectedGRPO(L.LightningModule):
             dtype: base weights' dtype (float32 | bfloat16 | float16); the knobs are always fp32.
             target_modules: Linear attribute names that get the SVD adapter.
             max_rank: keep only the top singular directions per Linear (None keeps all).
-            projection: arm (none | erase | route | adv_gate), target (grad | update | position), gate, overshoot.
+            intervention: how the run fights hacking (pgrpo/interventions/): Vanilla (measure V only), Erase, Route,
+                AdvGate, or an oracle skyline (GtScreen, GtPenalty), by class_path and init_args.
             extraction: how V is built (pairs source, k, tau_axis, noise floor, held-out pairs).
             loss: PPO clip range, KL estimator and beta, reduction (drgrpo | grpo).
             advantage_scale: "none" (Dr.GRPO, A = R − mean), "group" (÷ group std), "batch" (÷ batch std).
@@ -102,9 +101,8 @@ class ProjectedGRPO(L.LightningModule):
             generation: max_new_tokens, temperature, top_p of the student samples.
             optim: the knobs' optimizer (adamw | sgd), what Adam's second moment sees, warmup; max_grad_norm clips
                 after the projection.
-            reward: format bonus and pass reward (gt_correct never enters it).
-            skyline: a ground-truth intervention (screen | penalty), reported as an oracle skyline: the only way
-                the oracle's verdict reaches a reward or an advantage (none by default).
+            reward: format bonus and pass reward (gt_correct never enters it; only an intervention that declares
+                reads_oracle, an oracle skyline, is handed the oracle's verdict).
             grade_timeout: floor of each sandboxed run's wall budget in seconds; the oracle and the flawed grader
                 each get their own budget, max(floor, 5 × the problem's measured canonical runtime), capped at 60 s.
             logprob_chunk_size: sequence chunk of the memory-efficient logprob pass.
@@ -124,27 +122,20 @@ class ProjectedGRPO(L.LightningModule):
             raise ValueError(f"model.num_iterations={num_iterations}: must be >= 1")
         if kl_every < 0:
             raise ValueError(f"model.kl_every={kl_every}: must be >= 0")
-        if projection.arm == "adv_gate":
-            # the gate rescales each rollout's gradient after the one backward, which equals scaling its
-            # advantage only if that gradient is the rollout's alone and proportional to its advantage
-            if share_prompts:
-                raise ValueError("model.projection.arm=adv_gate needs each rollout's whole gradient, which a shared "
-                                 "prompt's forward mixes with its group's: set model.share_prompts: false")
-            if loss.beta > 0:
-                raise ValueError(f"model.projection.arm=adv_gate scales each rollout's gradient as its advantage, "
-                                 f"but the KL term's is not proportional to it: set model.loss.beta: 0 (got "
-                                 f"{loss.beta})")
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["intervention"])
+        # kept as {class_path, init_args}, not the object: a checkpoint loads with weights_only, and the report,
+        # eval and export read what the run was from it
+        self.hparams["intervention"] = intervention.config()
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the knobs, not the frozen base
         self.model_name = model
-        self.projection = projection
+        self.intervention = intervention
         self.extraction = extraction
         self.loss_cfg = loss
         self.generation = generation
         self.optim = optim
         self.reward = reward
-        self.skyline = skyline
+        intervention.check(self)
         self.policy = None
         self.basis: HackBasis | None = None
         self._rollouts: Rollouts | None = None
@@ -172,6 +163,12 @@ class ProjectedGRPO(L.LightningModule):
         self.basis = self.basis.to(self.device)
         if self._rollouts is not None:  # a resume inside a num_iterations cycle restored its batch on the CPU
             self._rollouts = Rollouts.from_tensors(self._rollouts.tensors(), self.device)
+
+    @override
+    def on_train_start(self) -> None:
+        # after every callback's on_train_start, as the negative-control callback that this replaced ran; a resumed
+        # run's checkpoint already holds the V the intervention chose
+        self.basis = self.intervention.basis(self, self.basis).to(self.device)
 
     def extract_basis(self, problems: list[Problem], control: str = "none", extraction: ExtractionConfig | None = None,
                       cached: bool = True) -> HackBasis:
@@ -231,11 +228,12 @@ class ProjectedGRPO(L.LightningModule):
             proj = self.project_grads(grads, ro)
         with timer("optimizer"):
             grad_norm = self.clip_knob_grads()
-            if self.projection.purge_adam_moments:
-                purge_adam_moments(opt, self.adapter, self.basis, self.projection)
+            self.intervention.before_update(self, opt)
             before = knob_snapshot(self.adapter)
             opt.step()
-            proj |= self.project_knob_update(before)
+            self.intervention.update(self, before)  # the update or the knobs' position
+            # the hack-ward fraction of the change the step finally made
+            proj["proj/cout_update"] = update_hack_fraction(self.adapter, self.basis, before)
             sched.step()
         return {  # logged by the callbacks
             "metrics": {
@@ -327,16 +325,18 @@ class ProjectedGRPO(L.LightningModule):
                 exploited.append(row.exploited)
                 group_rewards.append(row.reward)  # as stored when the pool was built, never re-graded
             rewards.append(group_rewards)
-        rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
-        # exploited is the oracle's verdict: apply_skyline reads it only under a skyline arm
-        rewards_t, keep = apply_skyline(rewards_t, torch.tensor(exploited).view_as(rewards_t), self.skyline)
-        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=keep)
         packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
         # a sharded base must run the same forwards on every rank, so its rows keep their own prompts
         share = self.hparams.share_prompts and not base_is_sharded(self.adapter) and min(map(len, rows_prompt)) > 1
         packed = Packed(packed.input_ids.to(self.device), packed.attention_mask.to(self.device),
                         packed.completion_mask.to(self.device),
                         torch.tensor(shared, device=self.device) if share else None)
+        rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
+        # exploited is the oracle's verdict: only an intervention that declares it reads it is handed it
+        oracle = torch.tensor(exploited).view_as(rewards_t) if self.intervention.reads_oracle else None
+        rewards_t, keep, intervention_stats = self.intervention.rewards(self, rewards_t, packed, oracle)
+        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=keep)
+        advantages = self.intervention.advantages(self, advantages.flatten()).view_as(advantages)
         sampler_logp = None
         if students.sampler_logp is not None:  # (B, T_c): student rows as sampled, teacher rows 0 (never sampled)
             sampler_logp = torch.zeros(packed.completion_mask.shape, dtype=torch.float32)
@@ -355,9 +355,8 @@ class ProjectedGRPO(L.LightningModule):
                 # the free reference model: same weights with the knobs at zero (merged: base-model speed)
                 with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
                     ref_logp = self.row_logprobs(packed, roles)
-        stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std)
-        if keep is not None:
-            stats["skyline/screened"] = float((~keep).float().mean())
+        stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std) | \
+            intervention_stats
         samples = [
             {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
              "completion": students.texts[i], **grades[i].to_dict()}
@@ -479,53 +478,50 @@ class ProjectedGRPO(L.LightningModule):
             self.manual_backward(self.logprobs(ro.packed.rows(torch.arange(1, device=self.device))).sum() * 0)
 
     def project_grads(self, grads: StepGrads, ro: Rollouts) -> dict[str, float]:
+        """The intervention's hooks on the step's gradient, with what the step measures for every intervention:
+        advantage weights from each rollout's own gradient → (Adam's raw gradient kept) → cin measured → the
+        gradient edited → cout measured. δS_hack never gets a gradient: only an intervention's update moves it."""
         if all(m.delta_s.grad is None for m in self.adapter.values()):
             return {}  # every group had zero reward variance: nothing was backpropagated
-        gate_stats = {}
-        if self.projection.arm == "adv_gate":
-            grads, gate_stats = self.gate_advantages(grads, ro)
+        weight_stats = {}
+        if (weights := self.intervention.advantage_weights(self, grads)) is not None:
+            grads, weight_stats = self.weight_rollouts(grads, ro, weights)
         if (opt := self.raw_gradient_optimizer()) is not None:
-            # after adv_gate (its gated gradient is the policy gradient of its advantages), before the projection
+            # after the advantage weights (the reweighted gradient is the policy gradient of the weighted
+            # advantages), before the gradient is edited
             opt.keep_raw_grads()
         # grads holds every module (all-zero rows on a rank without live rows), so under DDP every rank
         # all-reduces the same list
         g_student, g_teacher = grads.split(ro.is_student)
         all_reduce_mean_([*g_student.values(), *g_teacher.values()])  # under DDP: the split of the global gradient
-        # with target update or position the gradient is only measured here; the knobs are projected after the step
-        cfg = replace(self.projection, arm="none") if self.projection.target != "grad" else self.projection
-        diag = project_adapter_grads(self.adapter, self.basis, cfg, g_student, g_teacher)
+        diag = measure_grads(self.adapter, self.basis, g_student, g_teacher)
+        for m in self.adapter.values():
+            m.delta_s_hack.grad = None
+        self.intervention.gradient(self)
+        diag["cout"] = grad_hack_fraction(self.adapter, self.basis)  # the gradient the optimizer gets
         stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
-        return stats | gate_stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
+        return stats | weight_stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
 
-    def gate_advantages(self, grads: StepGrads, ro: Rollouts) -> tuple[StepGrads, dict[str, float]]:
-        """adv_gate: each rollout's advantage times w = advantage_gate(f), f the hack fraction of its own gradient.
+    def weight_rollouts(self, grads: StepGrads, ro: Rollouts, weights: Tensor) -> tuple[StepGrads, dict[str, float]]:
+        """Each rollout's advantage times its weight (B,), applied to the gradient the backward already took.
 
         At beta = 0 a rollout's gradient is its advantage times the gradient of its clipped ratio term, so
-        Σ_b w_b g_b, from the backward already run, is exactly the gradient that advantages w_b·A_b give.
-        Returns the gated rows, which now sum to delta_s.grad, and the mean w over live rows (and over those
-        the oracle calls exploited or clean: logged, never used).
+        Σ_b w_b g_b is exactly the gradient that advantages w_b·A_b give (the intervention's `check` refuses the
+        settings where it is not). Returns the weighted rows, which now sum to delta_s.grad, and the mean weight
+        over live rows, and over those the oracle calls exploited or clean (measured here, never handed on).
         """
-        w = advantage_gate(rollout_hack_fraction(grads.rows, self.basis), self.projection)  # (B,)
-        rows = {name: r * w.to(r)[:, None] for name, r in grads.rows.items()}
+        rows = {name: r * weights.to(r)[:, None] for name, r in grads.rows.items()}
         summed = {name: r.sum(0) for name, r in rows.items()}
-        all_reduce_mean_(list(summed.values()))  # the global batch's gated gradient, as DDP's mean
+        all_reduce_mean_(list(summed.values()))  # the global batch's weighted gradient, as DDP's mean
         for name, m in self.adapter.items():
             m.delta_s.grad.copy_(summed[name])
-        live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(w.device)
-        exploited = ro.exploited.to(w.device)
+        live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(weights.device)
+        exploited = ro.exploited.to(weights.device)
         stats = {}
         for key, rows_of in (("", live), ("_exploited", live & exploited), ("_clean", live & ~exploited)):
             if rows_of.any():
-                stats[f"proj/adv_gate_weight{key}"] = float(w[rows_of].mean())
+                stats[f"proj/advantage_weight{key}"] = float(weights[rows_of].mean())
         return StepGrads(rows, grads.prompts, grads.prompt_is_student), stats
-
-    def project_knob_update(self, before: dict[str, Tensor]) -> dict[str, float]:
-        """Project the step's update or the knobs' position (target update | position), then proj/cout_update:
-        the hack-ward fraction of the change the step finally made."""
-        target = self.projection.target
-        if target != "grad":
-            project_knobs(self.adapter, self.basis, self.projection, before if target == "update" else None)
-        return {"proj/cout_update": update_hack_fraction(self.adapter, self.basis, before)}
 
     def clip_knob_grads(self) -> float:
         params = [p for m in self.adapter.values() for p in (m.delta_s, m.delta_s_hack) if p.grad is not None]

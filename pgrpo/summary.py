@@ -39,18 +39,22 @@ class RunSummary(L.Callback):
         if board is None:
             return
         board.experiment.flush()  # the events on disk are what the summary reads
-        arm = pl_module.projection.arm
-        print(summary(read_scalars(board.log_dir), Path(board.log_dir), arm, trainer.global_step,
-                      time.perf_counter() - self._start, self.window), flush=True)
+        intervention = pl_module.intervention
+        print(summary(read_scalars(board.log_dir), Path(board.log_dir), intervention.arm(), trainer.global_step,
+                      time.perf_counter() - self._start, self.window, intervention.measures_only,
+                      intervention.reads_oracle), flush=True)
 
 
-def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: float, window: int = WINDOW) -> str:
+def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: float, window: int = WINDOW,
+            measures_only: bool = False, reads_oracle: bool = False) -> str:
     def mean(tag: str, at_end: bool) -> str:
         values = [v for _, v in scalars.get(tag, [])]
         values = values[-window:] if at_end else values[:window]
         return f"{sum(values) / len(values):.3f}" if values else "–"
 
-    lines = [f"pgrpo: {steps} steps of the {arm!r} arm in {seconds:.0f} s ({seconds / max(steps, 1):.1f} s/step)",
+    skyline = " (an oracle skyline: it reads the oracle's labels)" if reads_oracle else ""
+    lines = [f"pgrpo: {steps} steps of the {arm!r} arm{skyline} in {seconds:.0f} s "
+             f"({seconds / max(steps, 1):.1f} s/step)",
              f"  {'':16}{f'first {window}':>10}{f'last {window}':>10}"]
     for rate in ("hack", "solve"):
         for rows in ("student", "teacher"):
@@ -67,7 +71,7 @@ def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: floa
            for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars and f"hack/{rows}" in scalars]
     if cin:
         lines.append(f"  hack-ward share of the gradient, last {window}: " + ", ".join(cin))
-    compare = "configs/erase.yaml" if arm == "none" else "configs/vanilla.yaml"
+    compare = "configs/erase.yaml" if measures_only else "configs/vanilla.yaml"
     lines += [
         "  hack = passed the flawed grader but failed the strict oracle; solve = the oracle accepts it",
         f"  events: {run_dir}   checkpoints: {run_dir / 'checkpoints'}",

@@ -85,7 +85,7 @@ def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tm
 
 
 @pytest.mark.parametrize("arm, own_tags", [("honest", []), ("gt_screen", ["skyline/screened"]), ("gt_penalty", []),
-                                           ("adv_gate", ["proj/adv_gate_weight"])])
+                                           ("adv_gate", ["proj/advantage_weight"])])
 def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
     main(fast(arm, tmp_path, 2))
     scalars = read_scalars(tmp_path / arm / "version_0")
@@ -98,13 +98,13 @@ def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
 
 def test_unknown_config_key_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(fast("erase", tmp_path, 2, "--model.projection.gatee=no_gate"))
+        main(fast("erase", tmp_path, 2, "--model.intervention.init_args.gatee=no_gate"))
     assert "gatee" in capsys.readouterr().err
 
 
-def test_bad_projection_value_names_the_value(tmp_path):
+def test_bad_intervention_value_names_the_value(tmp_path):
     with pytest.raises((SystemExit, ValueError)) as err:
-        main(fast("erase", tmp_path, 2, "--model.projection.arm=delete"))
+        main(fast("erase", tmp_path, 2, "--model.intervention.init_args.gate=delete"))
     assert "delete" in str(err.value) or err.type is SystemExit
 
 
@@ -117,7 +117,7 @@ def test_print_config_shows_the_arm(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(REPO / "configs" / "route.yaml"), "--print_config"])
     out = capsys.readouterr().out
-    assert "arm: route" in out and "every_n_train_steps: 25" in out
+    assert "class_path: pgrpo.interventions.Route" in out and "every_n_train_steps: 25" in out
 
 
 def _pgrpo(args: list[str]) -> subprocess.Popen:
@@ -205,8 +205,16 @@ def test_fit_help_explains_each_field_of_the_nested_config_groups(capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    for field_help in ("Which coefficients c = V g of the target are removed", "Hack axes kept per module",
+    assert "--model.intervention.help" in text and "pgrpo.interventions.Erase" in text  # each one's knobs: below
+    for field_help in ("Hack axes kept per module",
                        "KL coefficient against the free reference", "Weight decay of δS_hack",
                        "what the second moment accumulates",
                        "Sampling temperature; in training the loss and V's extraction", "Paid when the (flawed) grader passes"):
         assert field_help in text, field_help
+
+
+def test_an_interventions_help_explains_each_of_its_knobs(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--model.intervention.help", "Erase"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "which coefficients c = V g of the target are removed" in text and "--model.intervention.v" in text

@@ -1,7 +1,7 @@
 """configs/: one truth per setting. Each arm builds on a base (`config: embedded.yaml`) and states only what differs.
 
 jsonargparse reads a `config:` key inside a YAML file as "load that file first"; the keys after it are set
-at their dotted path, replacing what is there: `model.projection.arm: erase` changes one knob, while a
+at their dotted path, replacing what is there: `model.intervention.init_args.gate: one_sided` changes one knob, while a
 nested `model: {...}` would replace the base's whole model group. The tests below hold the configs to that
 reading: every config resolves to its files merged so, no arm replaces a base group it meant to extend,
 and no arm repeats a value its base already states.
@@ -74,7 +74,7 @@ def test_every_config_resolves_to_its_files_merged(config, capsys):
         main(["fit", "--config", str(CONFIGS / config), "--print_config"])
     assert exit_.value.code in (None, 0)
     resolved = yaml.safe_load(capsys.readouterr().out)
-    assert "projection" in resolved["model"]
+    assert "class_path" in resolved["model"]["intervention"]
     assert contains(resolved, merged(CONFIGS / config)), f"{config} does not resolve to its files merged"
 
 

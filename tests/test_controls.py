@@ -1,105 +1,32 @@
-"""Negative-control arms: V swapped at train start, matched to the real V in k per module, never re-swapped."""
+"""Negative-control V: its pairs, its k matched to the real V's per module, and a control arm's fit (the swap at
+train start: tests/interventions/test_reads_v.py)."""
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from pgrpo.basis import ExtractionConfig, contrastive_pairs
 from pgrpo.cli import main
-from pgrpo.controls import ControlBasis, matched_k
+from pgrpo.controls import matched_k
 from pgrpo.env import grade_batch, load_problems
 from pgrpo.extraction import HackBasis
 from pgrpo.events import read_scalars
 
-RANK = 8
+@pytest.fixture(scope="module")
+def problems():
+    return load_problems()[:12]
 
 
-def basis(k_per_module: dict[str, int], seed: int = 0, control: str | None = None) -> HackBasis:
-    g = torch.Generator().manual_seed(seed)
-    V = {n: torch.linalg.qr(torch.randn(RANK, k, generator=g))[0].T.contiguous() for n, k in k_per_module.items()}
-    sigma = {n: torch.arange(k, 0, -1).float() for n, k in k_per_module.items()}
-    return HackBasis(V, sigma, {"control": control} if control else {})
-
-
-class FakeModule:
-    """The part of ProjectedGRPO a control needs: its basis, device, extraction config and extract_basis."""
-
-    def __init__(self, real: HackBasis, extracted: HackBasis | None = None):
-        self.basis, self.device, self.extraction = real, torch.device("cpu"), ExtractionConfig(tau_axis=0.5,
-                                                                                               noise_floor=0.1)
-        self.extracted, self.calls = extracted, []
-
-    def extract_basis(self, problems, control="none", extraction=None, cached=True):
-        self.calls.append((control, extraction))
-        return self.extracted
-
-
-TRAINER = SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[]), loggers=[], global_step=0)
-# tau_axis and the noise floor left the real V with a different k in each module, and no module c at all
-REAL_K = {"a": 3, "b": 1}
-
-
-def test_random_control_is_orthonormal_matched_in_k_and_seeded():
-    module = FakeModule(basis(REAL_K))
-    ControlBasis("random", seed=3).on_train_start(TRAINER, module)
-    control = module.basis
-    assert control.meta["control"] == "random"
-    for name, k in REAL_K.items():
-        assert control.V[name].shape == (k, RANK)
-        torch.testing.assert_close(control.V[name] @ control.V[name].T, torch.eye(k), atol=1e-5, rtol=0)
-    again = FakeModule(basis(REAL_K))
-    ControlBasis("random", seed=3).on_train_start(TRAINER, again)
-    assert all(torch.equal(again.basis.V[n], control.V[n]) for n in REAL_K)
-    other = FakeModule(basis(REAL_K))
-    ControlBasis("random", seed=4).on_train_start(TRAINER, other)
-    assert not torch.equal(other.basis.V["a"], control.V["a"])
-
-
-def test_random_control_follows_the_run_seed_by_default(monkeypatch):
-    drawn = {}
-    for seed in ("0", "1"):
-        monkeypatch.setenv("PL_GLOBAL_SEED", seed)
-        module = FakeModule(basis(REAL_K))
-        ControlBasis("random").on_train_start(TRAINER, module)
-        drawn[seed] = module.basis.V["a"]
-    assert not torch.equal(drawn["0"], drawn["1"])
-
-
-@pytest.mark.parametrize("control", ["shuffled", "nonhack"])
-def test_extracted_controls_keep_their_top_rows_matched_to_the_real_k(control):
-    extracted = basis({"a": 4, "b": 4, "c": 4}, seed=1, control=control)
-    module = FakeModule(basis(REAL_K), extracted)
-    ControlBasis(control).on_train_start(TRAINER, module)
-    ((asked, cfg),) = module.calls
-    # no axis dropping for the control: it must have at least the real V's rows in every module
-    assert asked == control and cfg.tau_axis is None and cfg.noise_floor is None
-    assert {n: v.shape[0] for n, v in module.basis.V.items()} == REAL_K
-    assert all(torch.equal(module.basis.V[n], extracted.V[n][:k]) for n, k in REAL_K.items())
-    assert module.basis.meta["control"] == control and module.basis.meta["k_total"] == "4"
+def basis(k_per_module: dict[str, int]) -> HackBasis:
+    g = torch.Generator().manual_seed(0)
+    V = {n: torch.linalg.qr(torch.randn(8, k, generator=g))[0].T.contiguous() for n, k in k_per_module.items()}
+    return HackBasis(V, {n: torch.arange(k, 0, -1).float() for n, k in k_per_module.items()}, {})
 
 
 def test_a_control_with_fewer_rows_than_the_real_v_is_an_error():
     with pytest.raises(ValueError, match="nonhack control V has 1 rows in a, the real V has 3"):
-        matched_k(basis({"a": 1, "b": 1}), basis(REAL_K), "nonhack")
-
-
-def test_a_resumed_control_basis_is_not_swapped_again():
-    restored = basis(REAL_K, control="shuffled")  # on resume V comes from the checkpoint
-    module = FakeModule(restored)
-    ControlBasis("shuffled").on_train_start(TRAINER, module)
-    assert module.basis is restored and module.calls == []
-
-
-def test_unknown_control_names_the_choices():
-    with pytest.raises(ValueError, match="random"):
-        ControlBasis("reversed")
-
-
-@pytest.fixture(scope="module")
-def problems():
-    return load_problems()[:12]
+        matched_k(basis({"a": 1, "b": 1}), basis({"a": 3, "b": 1}), "nonhack")
 
 
 def test_shuffled_control_pairs_mix_the_completions_of_each_problem(problems):

@@ -25,7 +25,7 @@ from pgrpo.env.exploits import clean_completion, hack_completion
 from pgrpo.extraction import HackBasis, random_basis_like
 from pgrpo.batch import Samples
 from pgrpo.module import GenerationConfig, ProjectedGRPO
-from pgrpo.projection import ProjectionConfig
+from pgrpo.interventions import Erase
 from pgrpo.strategy import ShardedBaseStrategy
 
 STEPS = 3
@@ -89,7 +89,7 @@ def make_strategy(name: str, devices: int):
 def train(out: Path, devices: int, strategy_name: str = "ddp") -> None:
     """One run; every rank saves what its projection saw, rank 0 also the final knobs."""
     L.seed_everything(0)
-    module = ScriptedGRPO(projection=ProjectionConfig(arm="erase"), generation=GenerationConfig(max_new_tokens=64))
+    module = ScriptedGRPO(intervention=Erase(), generation=GenerationConfig(max_new_tokens=64))
     data = GRPODataModule(group_size=len(KINDS) + 1, mix_ratio=0.25, prompts_per_step=PROMPTS_PER_STEP)
     strategy = make_strategy(strategy_name, devices) if devices > 1 else "auto"
     trainer = L.Trainer(accelerator="cpu", devices=devices, strategy=strategy, max_steps=STEPS,

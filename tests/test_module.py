@@ -18,14 +18,13 @@ from pgrpo.loss import LossConfig
 from pgrpo.batch import Rollouts, Samples
 from pgrpo.module import ProjectedGRPO
 from pgrpo.optim import OptimConfig
-from pgrpo.projection import ProjectionConfig
+from pgrpo.interventions import AdvGate, Erase, from_config
 from pgrpo.rollout import pack
-from pgrpo.skyline import SkylineConfig
 
 
 @pytest.fixture(scope="module")
 def grpo():
-    module = ProjectedGRPO(projection=ProjectionConfig(arm="erase"))
+    module = ProjectedGRPO(intervention=Erase())
     module.configure_model()
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False)
     trainer.strategy.connect(module)  # manual_backward goes through the trainer's strategy
@@ -122,9 +121,7 @@ def test_shared_prompts_give_the_same_gradient_and_the_same_student_teacher_spli
 
 
 def test_adv_gate_gives_the_gradient_of_the_gated_advantages_from_one_backward(grpo, monkeypatch):
-    from dataclasses import replace
-
-    from pgrpo.projection import advantage_gate, rollout_hack_fraction
+    from pgrpo.projection import rollout_hack_fraction
 
     for m in grpo.adapter.values():
         m.delta_s.data.normal_(0, 0.05, generator=torch.Generator().manual_seed(2))
@@ -134,9 +131,9 @@ def test_adv_gate_gives_the_gradient_of_the_gated_advantages_from_one_backward(g
     _, _, grads = grpo.split_backward(ro)
     fraction = rollout_hack_fraction(grads.rows, grpo.basis)
     # centred among this batch's rollouts, so that some are kept and some discounted
-    gate = replace(grpo.projection, arm="adv_gate", adv_gate_center=float(fraction.median()), adv_gate_temperature=0.02)
-    monkeypatch.setattr(grpo, "projection", gate)
-    weights = advantage_gate(fraction, gate)
+    gate = AdvGate(center=float(fraction.median()), temperature=0.02)
+    monkeypatch.setattr(grpo, "intervention", gate)
+    weights = gate.advantage_weights(grpo, grads)
     assert weights.min() < 0.2 and weights.max() > 0.8
     stats = grpo.project_grads(grads, ro)
     gated = {n: m.delta_s.grad.clone() for n, m in grpo.adapter.items()}
@@ -148,14 +145,14 @@ def test_adv_gate_gives_the_gradient_of_the_gated_advantages_from_one_backward(g
     for name, m in grpo.adapter.items():
         m.delta_s.data.zero_()
         torch.testing.assert_close(gated[name], m.delta_s.grad, rtol=1e-4, atol=1e-7)
-    assert 0 < stats["proj/adv_gate_weight"] < 1
+    assert 0 < stats["proj/advantage_weight"] < 1
 
 
 @pytest.mark.parametrize("setting, key", [({"share_prompts": True}, "model.share_prompts"),
                                           ({"share_prompts": False, "loss": LossConfig(beta=0.1)}, "model.loss.beta")])
-def test_adv_gate_refuses_settings_under_which_a_rollouts_gradient_is_not_its_own(setting, key):
+def test_the_module_asks_its_intervention_to_check_its_settings(setting, key):
     with pytest.raises(ValueError, match=key):
-        ProjectedGRPO(projection=ProjectionConfig(arm="adv_gate"), **setting)
+        ProjectedGRPO(intervention=AdvGate(), **setting)
 
 
 def test_zero_variance_groups_are_skipped(grpo):
@@ -253,7 +250,7 @@ def test_only_the_oracle_arms_let_the_oracles_verdict_reach_a_reward_or_an_advan
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(CONFIGS / config), "--print_config"])
     resolved = yaml.safe_load(capsys.readouterr().out)
-    monkeypatch.setattr(grpo, "skyline", SkylineConfig(**resolved["model"]["skyline"]))
+    monkeypatch.setattr(grpo, "intervention", from_config(resolved["model"]["intervention"]))
     monkeypatch.setitem(grpo.hparams, "advantage_scale", resolved["model"]["advantage_scale"])
     problems = load_problems()[:2]
     prompt_ids = [[5, 6, 7]] * 6

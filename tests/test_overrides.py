@@ -29,7 +29,7 @@ CLASSES = pgrpo_lightning_classes()
 
 
 def test_there_are_lightning_classes_to_check():
-    assert {c.__name__ for c in CLASSES} >= {"ProjectedGRPO", "GRPODataModule", "HackMetricsLogger", "ControlBasis"}
+    assert {c.__name__ for c in CLASSES} >= {"ProjectedGRPO", "GRPODataModule", "HackMetricsLogger", "DeploymentEval"}
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__qualname__)

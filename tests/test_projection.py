@@ -1,4 +1,5 @@
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -7,12 +8,13 @@ from torch import nn
 from pgrpo.adapter import SVDAdapterLinear
 from pgrpo.extraction import HackBasis, cin_null
 from pgrpo.optim import OptimConfig, build_optimizer
+from pgrpo.interventions import Erase, Route, Vanilla
 from pgrpo.projection import (
-    ProjectionConfig,
     hack_fraction,
     along_v,
+    grad_hack_fraction,
     knob_snapshot,
-    project_adapter_grads,
+    measure_grads,
     project_knobs,
     project_vector,
     purge_adam_moments,
@@ -40,7 +42,7 @@ def in_span(vector: torch.Tensor, V: torch.Tensor) -> bool:
 def test_one_sided_removes_only_positive_coefficients_inside_span():
     V = orthonormal_rows(3, 10)
     g = gradient_with_mixed_signs(V)
-    g_new, removed, c = project_vector(g, V, ProjectionConfig(gate="one_sided"))
+    g_new, removed, c = project_vector(g, V, gate="one_sided")
     assert in_span(removed, V)
     torch.testing.assert_close(g_new + removed, g)
     assert (V @ g_new).max().item() < 1e-5
@@ -51,7 +53,7 @@ def test_one_sided_removes_only_positive_coefficients_inside_span():
 
 def test_no_gate_leaves_no_component_in_span():
     V = orthonormal_rows(3, 10)
-    g_new, removed, _ = project_vector(gradient_with_mixed_signs(V), V, ProjectionConfig(gate="no_gate"))
+    g_new, removed, _ = project_vector(gradient_with_mixed_signs(V), V, gate="no_gate")
     assert in_span(removed, V)
     assert (V @ g_new).abs().max().item() < 1e-5
 
@@ -59,31 +61,25 @@ def test_no_gate_leaves_no_component_in_span():
 def test_reverse_flips_the_span_component():
     V = orthonormal_rows(3, 10)
     g = gradient_with_mixed_signs(V)
-    g_new, _, c = project_vector(g, V, ProjectionConfig(gate="reverse"))
+    g_new, _, c = project_vector(g, V, gate="reverse")
     torch.testing.assert_close(V @ g_new, -c, atol=1e-5, rtol=0)
 
 
 def test_overshoot_scales_removed():
     V = orthonormal_rows(3, 10)
     g = gradient_with_mixed_signs(V)
-    _, removed_once, _ = project_vector(g, V, ProjectionConfig())
-    _, removed_more, _ = project_vector(g, V, ProjectionConfig(overshoot=1.5))
+    _, removed_once, _ = project_vector(g, V)
+    _, removed_more, _ = project_vector(g, V, overshoot=1.5)
     torch.testing.assert_close(removed_more, 1.5 * removed_once)
 
 
 def test_preserve_magnitude_keeps_norm_and_direction():
     V = orthonormal_rows(3, 10)
     g = gradient_with_mixed_signs(V)
-    plain, _, _ = project_vector(g, V, ProjectionConfig())
-    kept, _, _ = project_vector(g, V, ProjectionConfig(preserve_magnitude=True))
+    plain, _, _ = project_vector(g, V)
+    kept, _, _ = project_vector(g, V, preserve_magnitude=True)
     torch.testing.assert_close(kept.norm(), g.norm())
     torch.testing.assert_close(kept / kept.norm(), plain / plain.norm())
-
-
-@pytest.mark.parametrize("field, value", [("arm", "erase_all"), ("gate", "two_sided"), ("overshoot", 0.0)])
-def test_config_names_the_bad_field(field, value):
-    with pytest.raises(ValueError, match=field):
-        ProjectionConfig(**{field: value})
 
 
 def adapters_with_grads() -> tuple[dict[str, SVDAdapterLinear], HackBasis]:
@@ -98,53 +94,22 @@ def adapters_with_grads() -> tuple[dict[str, SVDAdapterLinear], HackBasis]:
     return modules, HackBasis(V, {name: torch.ones(2) for name in V})
 
 
-def test_none_arm_leaves_grads_untouched_and_freezes_quarantine():
+def test_measuring_leaves_grads_untouched():
     modules, basis = adapters_with_grads()
     before = {name: m.delta_s.grad.clone() for name, m in modules.items()}
-    stats = project_adapter_grads(modules, basis, ProjectionConfig(arm="none"))
+    stats = measure_grads(modules, basis)
     for name, module in modules.items():
-        assert torch.equal(module.delta_s.grad, before[name]) and module.delta_s_hack.grad is None
+        assert torch.equal(module.delta_s.grad, before[name])
     hack_sq = sum((basis.V[n] @ before[n]).clamp(min=0).pow(2).sum() for n in ("a", "b"))
     assert stats["cin"] == pytest.approx(math.sqrt(hack_sq / (before["a"].pow(2).sum() + before["b"].pow(2).sum())))
-    assert stats["cout"] == pytest.approx(0.0, abs=1e-5)  # measured on the g' that erase would apply
-
-
-def test_erase_writes_projected_grad_and_leaves_quarantine_alone():
-    modules, basis = adapters_with_grads()
-    before = {name: m.delta_s.grad.clone() for name, m in modules.items()}
-    stats = project_adapter_grads(modules, basis, ProjectionConfig(arm="erase"))
-    for name in ("a", "b"):
-        expected, _, _ = project_vector(before[name], basis.V[name], ProjectionConfig())
-        torch.testing.assert_close(modules[name].delta_s.grad, expected)
-    assert torch.equal(modules["c"].delta_s.grad, before["c"])  # no basis rows, untouched
-    assert all(m.delta_s_hack.grad is None for m in modules.values())
-    assert stats["cin"] > 0.5 and stats["cout"] == pytest.approx(0.0, abs=1e-5)
-
-
-def test_route_on_the_gradient_is_refused_by_name():
-    # δS_hack with Adam moments of its own leaves vanilla's path (issue: deployed, it neither hacks nor solves)
-    with pytest.raises(ValueError, match="target 'update' or 'position'"):
-        ProjectionConfig(arm="route", target="grad")
-
-
-def test_preserve_magnitude_on_the_position_is_refused():
-    with pytest.raises(ValueError, match="rescale δS itself"):
-        ProjectionConfig(arm="erase", target="position", preserve_magnitude=True)
-
-
-def test_route_leaves_the_gradient_alone_and_the_quarantine_without_a_gradient():
-    modules, basis = adapters_with_grads()
-    before = {name: m.delta_s.grad.clone() for name, m in modules.items()}
-    project_adapter_grads(modules, basis, ProjectionConfig(arm="none"))  # what the step does under route
-    for name, module in modules.items():
-        assert torch.equal(module.delta_s.grad, before[name]) and module.delta_s_hack.grad is None
+    assert grad_hack_fraction(modules, basis) == pytest.approx(stats["cin"])  # cout of an untouched gradient
 
 
 def test_diagnostics_relu_before_aggregating_and_null():
     modules, basis = adapters_with_grads()
     teacher = {name: basis.V[name][0].clone() for name in ("a", "b")}  # purely hack-ward
     student = {name: -g for name, g in teacher.items()}  # purely clean-ward: relu leaves nothing
-    stats = project_adapter_grads(modules, basis, ProjectionConfig(arm="none"), g_student=student, g_teacher=teacher)
+    stats = measure_grads(modules, basis, g_student=student, g_teacher=teacher)
     assert stats["cin_student"] == 0.0
     assert stats["cin_teacher"] == pytest.approx(1.0)
     assert stats["fired"] == 0.5  # per module one axis at +2, one at −1.5
@@ -161,17 +126,18 @@ def test_zero_gradient_gives_zero_cin_not_nan():
     modules, basis = adapters_with_grads()
     for module in modules.values():
         module.delta_s.grad.zero_()
-    stats = project_adapter_grads(modules, basis, ProjectionConfig(arm="erase", preserve_magnitude=True))
-    assert stats["cin"] == 0.0 and stats["cout"] == 0.0
+    stats = measure_grads(modules, basis)
+    Erase(preserve_magnitude=True).gradient(SimpleNamespace(adapter=modules, basis=basis))
+    assert stats["cin"] == 0.0 and grad_hack_fraction(modules, basis) == 0.0
     assert all(not m.delta_s.grad.isnan().any() for m in modules.values())
 
 
 def test_basis_must_fit_the_adapter():
     modules, _ = adapters_with_grads()
     with pytest.raises(ValueError, match="does not have"):
-        project_adapter_grads(modules, HackBasis({"z": torch.eye(3)}, {"z": torch.ones(3)}), ProjectionConfig())
+        measure_grads(modules, HackBasis({"z": torch.eye(3)}, {"z": torch.ones(3)}))
     with pytest.raises(ValueError, match="rank"):
-        project_adapter_grads(modules, HackBasis({"a": torch.eye(3)}, {"a": torch.ones(3)}), ProjectionConfig())
+        measure_grads(modules, HackBasis({"a": torch.eye(3)}, {"a": torch.ones(3)}))
 
 
 def sgd_step_on(modules: dict[str, SVDAdapterLinear], grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -190,7 +156,7 @@ def test_descending_a_hack_ward_gradient_is_a_hack_ward_update_and_erase_removes
     modules, basis = adapters_with_grads()
     before = sgd_step_on(modules, {name: basis.V[name][0] for name in basis.V})
     assert update_hack_fraction(modules, basis, before) == pytest.approx(1.0)
-    project_knobs(modules, basis, ProjectionConfig(arm="erase", target="update"), before)
+    project_knobs(modules, basis, before)
     for name in basis.V:
         torch.testing.assert_close(modules[name].delta_s.detach(), before[name])
     # with a part outside span(V) as well, what erase leaves of the update has no hack-ward fraction
@@ -198,7 +164,7 @@ def test_descending_a_hack_ward_gradient_is_a_hack_ward_update_and_erase_removes
     orthogonal = {name: torch.linalg.svd(rows)[2][-1] for name, rows in basis.V.items()}  # ⊥ every row of V
     before = sgd_step_on(modules, {name: basis.V[name][0] + orthogonal[name] for name in basis.V})
     assert update_hack_fraction(modules, basis, before) == pytest.approx(math.sqrt(0.5))
-    project_knobs(modules, basis, ProjectionConfig(arm="erase", target="update"), before)
+    project_knobs(modules, basis, before)
     assert update_hack_fraction(modules, basis, before) == pytest.approx(0.0, abs=1e-6)
     for name in basis.V:
         torch.testing.assert_close(modules[name].delta_s.detach() - before[name], -orthogonal[name])
@@ -209,7 +175,7 @@ def test_erasing_the_update_keeps_its_clean_ward_part():
     modules, basis = adapters_with_grads()
     before = sgd_step_on(modules, {name: -basis.V[name][0] for name in basis.V})
     assert update_hack_fraction(modules, basis, before) == pytest.approx(0.0, abs=1e-6)
-    project_knobs(modules, basis, ProjectionConfig(arm="erase", gate="one_sided", target="update"), before)
+    project_knobs(modules, basis, before, gate="one_sided")
     for name in basis.V:
         torch.testing.assert_close(modules[name].delta_s.detach(), before[name] + basis.V[name][0])
 
@@ -219,7 +185,7 @@ def test_route_parks_the_hack_ward_update_in_the_quarantine():
     grads = {name: gradient_with_mixed_signs(rows) for name, rows in basis.V.items()}
     before = sgd_step_on(modules, grads)
     assert update_hack_fraction(modules, basis, before) > 0
-    project_knobs(modules, basis, ProjectionConfig(arm="route", gate="one_sided", target="update"), before)
+    project_knobs(modules, basis, before, park=True, gate="one_sided")
     assert update_hack_fraction(modules, basis, before) == pytest.approx(0.0, abs=1e-5)
     for name in basis.V:
         change = modules[name].delta_s.detach() - before[name]
@@ -237,7 +203,7 @@ def test_purge_adam_moments_leaves_no_span_component_in_the_first_moment():
     optimizer.step()
     moments = {n: optimizer.state[modules[n].delta_s]["exp_avg"] for n in ("a", "b")}
     assert all((basis.V[n] @ moments[n]).max() > 0 for n in ("a", "b"))
-    purge_adam_moments(optimizer, modules, basis, ProjectionConfig(arm="erase", gate="no_gate"))
+    purge_adam_moments(optimizer, modules, basis, gate="no_gate")
     for name in ("a", "b"):
         assert (basis.V[name] @ moments[name]).abs().max().item() < 1e-6
 
@@ -250,10 +216,12 @@ def adam_with_moments(modules, basis) -> tuple[torch.optim.Optimizer, dict[str, 
     return optimizer, {n: optimizer.state[m.delta_s]["exp_avg"].clone() for n, m in modules.items()}
 
 
-def test_purge_adam_moments_does_nothing_under_the_vanilla_arm():
+def test_purge_adam_moments_is_erases_only_and_vanilla_leaves_the_moments():
     modules, basis = adapters_with_grads()
     optimizer, moments = adam_with_moments(modules, basis)
-    purge_adam_moments(optimizer, modules, basis, ProjectionConfig(arm="none"))
+    step = SimpleNamespace(adapter=modules, basis=basis)
+    Vanilla().before_update(step, optimizer)
+    Erase().before_update(step, optimizer)  # purge_adam_moments off by default
     for name, module in modules.items():
         assert torch.equal(optimizer.state[module.delta_s]["exp_avg"], moments[name])
 
@@ -261,9 +229,10 @@ def test_purge_adam_moments_does_nothing_under_the_vanilla_arm():
 def test_purge_adam_moments_does_not_rescale_the_purged_moment():
     modules, basis = adapters_with_grads()
     optimizer, moments = adam_with_moments(modules, basis)
-    purge_adam_moments(optimizer, modules, basis, ProjectionConfig(arm="erase", preserve_magnitude=True))
+    Erase(preserve_magnitude=True, purge_adam_moments=True).before_update(SimpleNamespace(adapter=modules, basis=basis),
+                                                                          optimizer)
     for name in basis.V:
-        expected, _, _ = project_vector(moments[name], basis.V[name], ProjectionConfig())
+        expected, _, _ = project_vector(moments[name], basis.V[name])
         torch.testing.assert_close(optimizer.state[modules[name].delta_s]["exp_avg"], expected)
 
 
@@ -292,7 +261,9 @@ def noise_run(target: str, gate: str, optimizer: str, steps: int = 200, arm: str
     torch.manual_seed(0)
     modules = {"m": SVDAdapterLinear(nn.Linear(32, 32))}
     basis = HackBasis({"m": orthonormal_rows(4, 32, seed=5)}, {"m": torch.ones(4)})
-    cfg = ProjectionConfig(arm=arm, gate=gate, target=target)
+    intervention = {"none": Vanilla, "erase": Erase, "route": Route}[arm]
+    intervention = intervention() if arm == "none" else intervention(gate=gate, target=target)
+    step = SimpleNamespace(adapter=modules, basis=basis)
     opt = build_optimizer([m.delta_s for m in modules.values()], [m.delta_s_hack for m in modules.values()],
                           OptimConfig(name=optimizer, lr=1e-2, momentum=0.0))
     noise = torch.Generator().manual_seed(1)
@@ -300,11 +271,11 @@ def noise_run(target: str, gate: str, optimizer: str, steps: int = 200, arm: str
     for _ in range(steps):
         m = modules["m"]
         m.delta_s.grad = torch.randn(32, generator=noise) + pull * (m.delta_s + m.delta_s_hack).detach()
-        project_adapter_grads(modules, basis, cfg if target == "grad" else ProjectionConfig(arm="none"))
+        m.delta_s_hack.grad = None  # as the step leaves it: only an intervention's update moves δS_hack
+        intervention.gradient(step)
         before = knob_snapshot(modules)
         opt.step()
-        if target != "grad":
-            project_knobs(modules, basis, cfg, before if target == "update" else None)
+        intervention.update(step, before)
         drift.append(along_v(modules, basis)["adapter/delta_s_along_v"])
     return modules, drift
 

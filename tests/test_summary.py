@@ -7,7 +7,7 @@ def test_a_run_without_teacher_rows_summarises_the_student_alone():
     scalars = {"hack/student": [(0, 0.0), (1, 0.5)], "solve/student": [(0, 0.25), (1, 0.5)],
                "proj/cin_student": [(1, 0.3)], "proj/cin_null_student": [(1, 0.15)],
                "proj/cin_teacher": [(1, 0.0)], "proj/cin_null_teacher": [(1, 0.0)]}
-    text = summary(scalars, Path("logs/honest/version_0"), "none", 2, 4.0)
+    text = summary(scalars, Path("logs/honest/version_0"), "vanilla", 2, 4.0, measures_only=True)
     assert "student 0.300 (null 0.150)" in text and "teacher" not in text
 
 
@@ -19,3 +19,8 @@ def test_the_summary_shows_entropy_and_where_the_knobs_sit_along_v():
     rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ") and len(line.split()) == 3}
     assert rows["entropy"] == ["0.070", "0.330"]
     assert rows["delta_s_norm"] == ["3.000", "30.000"] and rows["delta_s_along_v"] == ["0.500", "12.000"]
+
+
+def test_an_oracle_skylines_summary_says_so():
+    text = summary({"hack/student": [(0, 0.0)]}, Path("logs/gt_screen/version_0"), "gt_screen", 1, 1.0, reads_oracle=True)
+    assert text.startswith("pgrpo: 1 steps of the 'gt_screen' arm (an oracle skyline")

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from pgrpo.adapter import merged_for_generation, quarantine_zeroed
+from pgrpo.adapter import merged_for_generation
 from pgrpo.chat import render_chat
 from pgrpo.env import GradeResult, Problem, grade_batch, load_problems
 from pgrpo.env.prompts import build_messages
@@ -97,7 +97,7 @@ def eval_checkpoint(
     with ExitStack() as view:
         if source.adapter is not None:
             if not keep_quarantine:
-                view.enter_context(quarantine_zeroed(source.adapter))
+                view.enter_context(source.deployed())
             view.enter_context(merged_for_generation(source.adapter))  # δ folded: base-model speed
         rollouts = model_rollouts(source.model, source.tokenizer, sampling=sampling, seed=seed,
                                   batch_prompts=batch_prompts, grade_timeout=grade_timeout)
@@ -140,6 +140,10 @@ class _Source:
     info: dict  # what was evaluated, for the report
     run_data: dict | None  # the run's `data` config section (None: a plain model, or no config.yaml found)
     default_out: Path
+    intervention: object = None  # a checkpoint's Intervention: its `deployed` view is the model as it ships
+
+    def deployed(self):
+        return self.intervention.deployed(self.adapter)
 
 
 def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
@@ -163,12 +167,12 @@ def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
         config = run.config_path
         run_data = (yaml.safe_load(config.read_text()) or {}).get("data") if config else None
         info = {"kind": "checkpoint", "checkpoint": str(path.resolve()), "step": run.step,
-                "arm": run.hparams["projection"]["arm"], "skyline": run.hparams.get("skyline", {}).get("kind", "none"),
+                "arm": run.intervention.arm(), "oracle_skyline": run.intervention.reads_oracle,
                 "model": run.hparams["model"], "model_id": model_id(run.hparams["model"]),
                 "config": str(config) if config else None,
                 "max_new_tokens": run.hparams.get("generation", {}).get("max_new_tokens")}
         return _Source(run.policy, run.tokenizer, run.adapter, info, run_data,
-                       path.parent / f"eval-{path.stem}.json")
+                       path.parent / f"eval-{path.stem}.json", run.intervention)
     if path.is_dir() and not (path / "config.json").is_file():
         raise FileNotFoundError(f"--ckpt_path {ckpt_path}: a directory with neither checkpoints/last.ckpt (a run) nor "
                                 f"config.json (a model)")
@@ -221,7 +225,7 @@ def _eval_problems(source: _Source, data: EvalData) -> tuple[list[Problem], dict
 def describe(report: dict) -> str:
     src, probs, s = report["source"], report["problems"], report["settings"]
     if src["kind"] == "checkpoint":
-        what = (f"{src['checkpoint']} (arm {src['arm']}{', skyline ' + src['skyline'] if src['skyline'] != 'none' else ''}"
+        what = (f"{src['checkpoint']} (arm {src['arm']}{', an oracle skyline' if src['oracle_skyline'] else ''}"
                 f", step {src['step']}, δS_hack {s['quarantine']})")
     else:
         what = f"model {src['model']}"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pgrpo.adapter import fold_into_base
 from pgrpo.checkpoint import load_run_checkpoint
+from pgrpo.interventions import from_config
 
 # the config of the run, copied beside the weights under this name
 SOURCE_CONFIG = "pgrpo_config.yaml"
@@ -42,17 +43,17 @@ def export(ckpt: str, out: str | None = None) -> None:
 
 
 def model_card(hparams: dict, step: int, ckpt: Path, config: Path | None, quarantine_norm: float) -> str:
-    arm = hparams["projection"]["arm"]
-    skyline = hparams.get("skyline", {}).get("kind", "none")
+    intervention = from_config(hparams["intervention"])
+    arm, oracle = intervention.arm(), intervention.reads_oracle
     base = hparams["model"]
     source = f"`{config}` (copied here as `{SOURCE_CONFIG}`)" if config else "not found beside the checkpoint"
     return f"""---
 library_name: transformers
 tags: [pgrpo, grpo, reward-hacking]
 ---
-# pgrpo export: projection arm `{arm}`, step {step}
+# pgrpo export: arm `{arm}`, step {step}
 
-- arm: projection `{arm}`, skyline `{skyline}`{" (an oracle skyline: its reward used the oracle's labels)" if skyline != "none" else ""}
+- arm: `{arm}` ({intervention!r}){" (an oracle skyline: its reward used the oracle's labels)" if oracle else ""}
 - steps: {step} optimizer steps
 - base model: `{base}` ({hparams["dtype"]}), adapted Linears: {", ".join(hparams["target_modules"])}
 - source checkpoint: `{ckpt}`

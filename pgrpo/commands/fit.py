@@ -1,5 +1,5 @@
 """`pgrpo fit`: training, through LightningCLI (`--print_config`, dotted overrides such as
-`--model.projection.arm route`, `--ckpt_path last` to resume a killed run in place)."""
+`--model.intervention.init_args.gate one_sided`, `--ckpt_path last` to resume a killed run in place)."""
 
 from pathlib import Path
 

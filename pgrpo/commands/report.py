@@ -29,19 +29,48 @@ Z975 = 1.96
 
 
 def run_kind(config: dict | None) -> str | None:
-    """What a run is: positive control (data.modes none: no loophole in the prompt, the honest arm), oracle
-    skyline (skyline.kind screen / penalty: it uses the oracle's labels), control (a negative-control callback),
-    method (any projection arm but none) or vanilla; None without a config to tell."""
+    """What a run is, from what its intervention declares (pgrpo/interventions/base.py): positive control
+    (data.modes none: no loophole in the prompt, the honest arm), oracle skyline (reads_oracle: it uses the
+    oracle's labels), control (a V-reading intervention given a negative-control V), vanilla (measures_only)
+    or method; None without a config to tell."""
     if config is None:
         return None
     if setting(config, "data.modes", "partition") == NO_LOOPHOLE:
         return "positive control"
+    chosen = setting(config, "model.intervention", None)
+    if not isinstance(chosen, dict) or "class_path" not in chosen:
+        return _legacy_run_kind(config)
+    # imported only here: the report reads numbers and need not load torch's world otherwise
+    from pgrpo.interventions import intervention_class
+
+    try:
+        cls = intervention_class(chosen["class_path"])
+    except (ImportError, AttributeError, ValueError):
+        return None  # a class this version of pgrpo does not have: its kind is not known here
+    if cls.reads_oracle:
+        return "oracle skyline"
+    if (chosen.get("init_args") or {}).get("v", "real") != "real":
+        return "control"
+    return "vanilla" if cls.measures_only else "method"
+
+
+def _legacy_run_kind(config: dict) -> str:
+    """run_kind of a run saved before the interventions (model.projection.arm, model.skyline.kind and a
+    ControlBasis callback), so the lab's earlier sweeps still report."""
     if setting(config, "model.skyline.kind", "none") in ("screen", "penalty"):
         return "oracle skyline"
-    callbacks = setting(config, "trainer.callbacks", [])
+    callbacks = setting(config, "trainer.callbacks", []) or []
     if any("ControlBasis" in str(cb.get("class_path", "")) for cb in callbacks if isinstance(cb, dict)):
         return "control"
     return "vanilla" if setting(config, "model.projection.arm", "none") == "none" else "method"
+
+
+def is_erase(config: dict) -> bool:
+    """Whether the run's intervention is erase (the weak-detector table's method)."""
+    chosen = setting(config, "model.intervention", None)
+    if isinstance(chosen, dict) and "class_path" in chosen:
+        return chosen["class_path"].rsplit(".", 1)[-1] == "Erase"
+    return setting(config, "model.projection.arm", "none") == "erase"
 
 
 def arm_kind(runs: list[Run]) -> str:
@@ -188,7 +217,7 @@ def lomo_role(config: dict | None) -> tuple[str, str] | None:
         return None
     if kind == "vanilla":
         return mode, "vanilla"
-    if kind == "method" and setting(config, "model.projection.arm", "none") == "erase":
+    if kind == "method" and is_erase(config):
         return mode, "erase"
     return None
 
@@ -307,7 +336,7 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         logdir: a sweep directory: runs are LOGDIR/<arm>/seed<k>/ as `pgrpo sweep` writes them (any
             directory of TensorBoard event files works: a run's arm is its parent's path).
         baseline: the arm deltas are taken against (default: vanilla = the arm whose config has
-            projection arm none, no negative control, no skyline and a loophole, preferring one named
+            a measure-only intervention (Vanilla), no negative control and a loophole, preferring one named
             vanilla; an arm with overlays, `erase+no_teacher`, is then paired with `vanilla+no_teacher` if
             the sweep has it).
         out: where hack.png, solve.png, matched.png (each run's hack against its solve, with the honest

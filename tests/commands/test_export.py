@@ -25,7 +25,7 @@ def test_the_export_loads_without_pgrpo_and_gives_the_deployed_logits(route_ckpt
     torch.testing.assert_close(got, deployed, atol=1e-5, rtol=1e-5)
     assert (got - kept).abs().max() > 1e-6  # the quarantine is dropped, not folded in
     card = (out / "README.md").read_text()
-    assert "projection arm `route`, step 2" in card and "pgrpo_config.yaml" in card
+    assert "arm `route`, step 2" in card and "pgrpo_config.yaml" in card
     assert "route" in (out / "pgrpo_config.yaml").read_text()
 
 

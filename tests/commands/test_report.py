@@ -12,13 +12,16 @@ from pgrpo.env.problems import MODES
 from pgrpo.commands.report import pick_honest, run_kind, separated
 from pgrpo.events import HACK, SOLVE, Run, load_config, read_scalars
 
+# each arm's intervention, as a saved config names it
+CLASS = {"none": "pgrpo.interventions.Vanilla", "erase": "pgrpo.interventions.Erase",
+         "route": "pgrpo.interventions.Route", "screen": "pgrpo.interventions.GtScreen"}
 STEPS = 7  # the last 5 (steps 2..6) carry the values below; steps 0-1 hold decoys the report must ignore
 
 
 def write_run(run: Path, arm: str, last5: dict[str, float], sparse: dict[str, dict[int, float]] = {},
               config: dict | None = None) -> None:
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump(config or {"model": {"projection": {"arm": arm}}}))
+    (run / "config.yaml").write_text(yaml.safe_dump(config or {"model": {"intervention": {"class_path": CLASS[arm]}}}))
     writer = SummaryWriter(str(run))
     for tag, value in last5.items():
         for step in range(STEPS):
@@ -131,6 +134,16 @@ def test_a_runs_kind_comes_from_its_config_and_missing_keys_mean_the_default(tmp
         (path / "config.yaml").write_text(yaml.safe_dump(config))
         return run_kind(load_config(path))
 
+    def chosen(name: str, **init_args) -> dict:
+        return {"model": {"intervention": {"class_path": f"pgrpo.interventions.{name}", "init_args": init_args}}}
+
+    # what the intervention declares: reads_oracle, measures_only, and a V-reading one given a placebo V
+    assert kind(chosen("Vanilla")) == "vanilla"
+    assert kind(chosen("AdvGate")) == kind(chosen("Route", target="position")) == "method"
+    assert kind(chosen("Erase", v="random")) == kind(chosen("AdvGate", v="shuffled")) == "control"
+    assert kind(chosen("GtScreen")) == kind(chosen("GtPenalty", penalty=2.0)) == "oracle skyline"
+    assert kind({"model": {}}) == "vanilla"  # the default intervention
+    # a run saved before the interventions: its projection arm, skyline and control callback
     control = {"class_path": "pgrpo.controls.ControlBasis", "init_args": {"control": "random"}}
     assert kind({"model": {"projection": {"arm": "none"}}}) == "vanilla"
     assert kind({"model": {"projection": {"arm": None}, "skyline": {"kind": "none"}}}) == "vanilla"
@@ -197,7 +210,8 @@ ALL_BUT = {held_out: [m for m in MODES if m != held_out] for held_out in MODES} 
 
 def config(arm: str = "none", skyline: str = "none", modes: str = "partition", held_out: str | None = None) -> dict:
     known = ALL_BUT[held_out] if held_out else None
-    return {"model": {"projection": {"arm": arm}, "skyline": {"kind": skyline}, "extraction": {"modes": known}},
+    name = CLASS["screen" if skyline == "screen" else arm]
+    return {"model": {"intervention": {"class_path": name}, "extraction": {"modes": known}},
             "data": {"modes": modes, "teacher_modes": known}}
 
 

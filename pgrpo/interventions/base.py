@@ -1,0 +1,108 @@
+"""The interface every way of fighting hacking implements: hooks at the levels where methods act.
+
+The training step calls every hook, in this order, and knows no intervention by name:
+
+    check(module)                   once, at construction: refuse settings under which the hooks are not exact
+    basis(module, real)             once, at train start: the V the run reads (a negative control swaps it)
+    rewards(module, rewards, packed, exploited)
+                                    each generated batch, before group normalisation: edited rewards, and which
+                                    rows enter their group's statistics
+    advantages(module, advantages)  each generated batch, after group normalisation, before any backward
+    advantage_weights(module, grads)
+                                    after the one backward: a factor on each rollout's advantage, read from the
+                                    rollout's own gradient (applied by the step to that rollout's gradient)
+    gradient(module)                after the gradient is measured (cin): edit delta_s.grad before the optimizer
+    before_update(module, optimizer)  before the optimizer step: edit its state (Adam's moments)
+    update(module, before)          after the optimizer step: edit the knobs (the update, or their position)
+    deployed(adapter)               the model as it ships (evaluation, export)
+
+`module` is the ProjectedGRPO running the step (its adapter, basis, hparams; untyped: pgrpo.module imports this
+package, never the other way round). Each hook is a no-op here, so the base class is vanilla GRPO. What the step measures (cin/cout, where the knobs
+sit along V, each rollout's overlap with V) it measures for every intervention.
+
+Declared, not guessed: `reads_oracle` is True only for the oracle skylines. The step hands the oracle's labels
+(`exploited`) to `rewards` only when it is True, and `pgrpo report` labels such a run an oracle skyline;
+tests/interventions/test_no_cheat.py checks that every other intervention trains identically when the labels
+are scrambled.
+"""
+
+import inspect
+import re
+from contextlib import AbstractContextManager
+from typing import ClassVar
+
+from torch import Tensor
+
+from pgrpo.adapter import SVDAdapterLinear, quarantine_zeroed
+from pgrpo.extraction import HackBasis
+from pgrpo.rollout import Packed
+from pgrpo.step_grads import StepGrads
+
+
+class Intervention:
+    """Vanilla GRPO: every hook leaves the step alone (the run only measures V)."""
+
+    reads_oracle: ClassVar[bool] = False
+    """Whether `rewards` is handed the oracle's labels: an oracle skyline, never a method."""
+    measures_only: ClassVar[bool] = False
+    """Whether it changes nothing (vanilla): `pgrpo report` pairs every other arm against such a run."""
+
+    def check(self, module) -> None:
+        """Raise ValueError naming the key when the module's settings make a hook inexact."""
+
+    def basis(self, module, real: HackBasis) -> HackBasis:
+        """The V this run reads, given the real one (once, at train start; a resume keeps the checkpoint's)."""
+        return real
+
+    def rewards(self, module, rewards: Tensor, packed: Packed,
+                exploited: Tensor | None) -> tuple[Tensor, Tensor | None, dict[str, float]]:
+        """(P, G) rewards before group normalisation → (rewards, which rows enter their group's mean and std
+        ((P, G) bool, None: all), stats). `exploited` (P, G) is the oracle's verdict, None unless reads_oracle."""
+        return rewards, None, {}
+
+    def advantages(self, module, advantages: Tensor) -> Tensor:
+        """(B,) advantages after group normalisation, before the backward."""
+        return advantages
+
+    def advantage_weights(self, module, grads: StepGrads) -> Tensor | None:
+        """(B,) factors on each rollout's advantage from its own gradient (grads.rows), after the backward; the
+        step scales each rollout's gradient by its factor, which is exact only where `check` made it so."""
+        return None
+
+    def gradient(self, module) -> None:
+        """Edit each module's delta_s.grad in place, after cin is measured and before the optimizer step."""
+
+    def before_update(self, module, optimizer) -> None:
+        """Edit the optimizer's state before its step."""
+
+    def update(self, module, before: dict[str, Tensor]) -> None:
+        """Edit the knobs after the optimizer step (`before`: each module's delta_s before it)."""
+
+    def deployed(self, adapter: dict[str, SVDAdapterLinear]) -> AbstractContextManager:
+        """The model as it ships: δS_hack zeroed (only an intervention that parks there fills it)."""
+        return quarantine_zeroed(adapter)
+
+    # -- description: how a config, a checkpoint and the report name it ------------------------------
+    @classmethod
+    def arm(cls) -> str:
+        """The arm's name in summaries and model cards: the class's in snake case (AdvGate: adv_gate)."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+    def init_args(self) -> dict:
+        """The constructor's arguments as given (each is kept under its own name)."""
+        params = inspect.signature(type(self).__init__).parameters.values()
+        return {p.name: getattr(self, p.name) for p in params
+                if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+    def config(self) -> dict:
+        """{class_path, init_args}: what a config file writes and a checkpoint's hyperparameters keep."""
+        return {"class_path": f"{type(self).__module__}.{type(self).__qualname__}", "init_args": self.init_args()}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.init_args().items())})"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.init_args() == self.init_args()
+
+    def __hash__(self) -> int:
+        return hash(repr(self))

@@ -1,0 +1,54 @@
+"""What an intervention that reads V shares: which V it reads, the real one or a negative control.
+
+A negative control is the same intervention reading a V that should carry no hack signal, matched to the real
+V's k in every module (docs/design.md#negative-controls): random orthonormal rows, a V from the same problems'
+completions with the hack/clean labels dealt at random (shuffled), or from clean-vs-clean pairs (nonhack). If
+the real V does not beat its control, the intervention's effect is regularisation, not hack removal. Any
+intervention built on ReadsV gets these placebos for free (erase, route, adv_gate: configs/random_v.yaml,
+configs/adv_gate_random_v.yaml).
+"""
+
+import os
+from typing import Literal
+
+from lightning.pytorch.utilities import rank_zero_info
+
+from pgrpo.controls import control_basis, is_control
+from pgrpo.extraction import HackBasis, basis_overlap
+from pgrpo.interventions.base import Intervention
+
+Source = Literal["real", "random", "shuffled", "nonhack"]
+
+
+class ReadsV(Intervention):
+    """An intervention that reads the hack directions V (or, for a negative control, a placebo V)."""
+
+    def __init__(self, v: Source = "real", v_seed: int | None = None):
+        """
+        Args:
+            v: the V it reads: real (extracted from hack/clean pairs), or a negative control matched to it in k
+                per module: random | shuffled | nonhack.
+            v_seed: seed of the random control's rows (None: the run's seed_everything, so each seed of a sweep
+                draws its own).
+        """
+        if v not in ("real", "random", "shuffled", "nonhack"):
+            raise ValueError(f"v={v!r}: expected real, random, shuffled or nonhack")
+        self.v = v
+        self.v_seed = v_seed
+
+    def basis(self, module, real: HackBasis) -> HackBasis:
+        # a resumed run restored its control V from the checkpoint: never swapped twice
+        if self.v == "real" or is_control(real):
+            return real
+        seed = self.v_seed if self.v_seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
+        problems = module.trainer.datamodule.extraction_problems
+        control = control_basis(self.v, real, module.extraction,
+                                lambda control, cfg: module.extract_basis(problems, control, cfg), seed)
+        # how much of the real V's span the control still holds (1 = the same subspace, ~√(k/r) = unrelated)
+        overlap, _ = basis_overlap(real, control)
+        control.meta["overlap_with_real"] = f"{overlap:.6g}"
+        for logger in module.trainer.loggers:
+            logger.log_metrics({"proj/control_overlap": overlap}, step=module.trainer.global_step)
+        rank_zero_info(f"negative control: {self.v} V, k matched per module to the real V ({control.k_total} axes "
+                       f"over {len(control.V)} modules), principal-angle overlap with the real V {overlap:.3f}")
+        return control

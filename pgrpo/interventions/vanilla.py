@@ -1,0 +1,9 @@
+"""Vanilla GRPO: no intervention. V is still measured (cin/cout, the knobs' drift along it) like every arm's."""
+
+from pgrpo.interventions.base import Intervention
+
+
+class Vanilla(Intervention):
+    """Vanilla GRPO: the gradient, the update and the advantages are left alone; V is only measured."""
+
+    measures_only = True

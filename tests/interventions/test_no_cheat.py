@@ -1,0 +1,112 @@
+"""The no-cheat test, for every intervention in pgrpo/interventions/: one that does not declare reads_oracle trains
+exactly the same knobs when the oracle's labels are scrambled, and one that does (an oracle skyline) does not.
+
+The labels are the strict oracle's verdicts (gt_correct, exploited) on the student rows and the pool's stored
+ones on the teacher rows; the rewards, which the flawed grader alone pays, stay as they are. The students are
+scripted (a hack, a clean solution and a non-answer per prompt), so both runs see the same rows.
+"""
+
+import hashlib
+import importlib
+import inspect
+import pkgutil
+from dataclasses import replace
+
+import lightning as L
+import pytest
+import torch
+
+import pgrpo.interventions
+from pgrpo.batch import Samples
+from pgrpo.data import GRPODataModule, PromptGroup
+from pgrpo.env import GradeResult
+from pgrpo.env.exploits import clean_completion, hack_completion
+from pgrpo.extraction import HackBasis, random_basis_like
+from pgrpo.interventions import Intervention
+from pgrpo.module import GenerationConfig, ProjectedGRPO
+
+KINDS = ("hack", "clean", "no answer")  # the scripted student rows of every prompt, in this order
+
+
+def interventions() -> list[type[Intervention]]:
+    """Every Intervention class defined under pgrpo/interventions/ (a new file is picked up by itself)."""
+    found = {}
+    for info in pkgutil.iter_modules(pgrpo.interventions.__path__):
+        module = importlib.import_module(f"pgrpo.interventions.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, Intervention) and cls.__module__ == module.__name__:
+                found[cls.__qualname__] = cls
+    return [found[name] for name in sorted(found)]
+
+
+def scrambled(key: str, label: bool, scramble: bool) -> bool:
+    """The label, or a coin flip drawn from the row's key: labels that no longer follow the completions."""
+    return hashlib.sha256(key.encode()).digest()[0] % 2 == 1 if scramble else label
+
+
+class ScriptedGRPO(ProjectedGRPO):
+    """Scripted students graded by rule; the oracle's labels scrambled when `scramble`."""
+
+    def __init__(self, scramble: bool, **kwargs):
+        super().__init__(**kwargs)
+        self.scramble = scramble
+
+    def on_fit_start(self) -> None:
+        shapes = HackBasis({n: torch.zeros(2, m.rank) for n, m in self.adapter.items()},
+                           {n: torch.ones(2) for n in self.adapter})
+        self.basis = random_basis_like(shapes, seed=0)  # no extraction: V only has to be the same in both runs
+        super().on_fit_start()
+
+    def generate(self, groups: list[PromptGroup]) -> Samples:
+        texts = [text for grp in groups for text in (hack_completion(grp.problem, grp.problem.mode),
+                                                      clean_completion(grp.problem), "I am not sure.")]
+        eos = self.tokenizer.eos_token_id
+        prompt_ids = [self.tokenizer(grp.prompt, add_special_tokens=False)["input_ids"] for grp in groups]
+        return Samples([ids for ids in prompt_ids for _ in KINDS],
+                       [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] for t in texts],
+                       [False] * len(texts), texts)
+
+    def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
+        grades = []
+        for grp in groups:
+            for kind in KINDS:
+                answered = kind != "no answer"
+                key = f"{grp.problem.id}:{self.global_step}:{kind}"
+                exploited = scrambled(key, kind == "hack", self.scramble)
+                grades.append(GradeResult(
+                    reward=1.25 if answered else 0.0, passed=answered, gt_correct=answered and not exploited,
+                    exploited=exploited, mechanism=None, format_ok=answered, loophole_code=(), stub_passes=False,
+                    bogus_own_tests=False, attempted=exploited, mode=grp.problem.mode, timed_out=False, error=None))
+        return grades
+
+    def assemble(self, groups, students, grades):
+        groups = [replace(grp, teacher=[replace(row, exploited=(e := scrambled(f"{grp.problem.id}:{i}",
+                                                                               row.exploited, self.scramble)),
+                                                gt_correct=row.passed and not e)
+                                        for i, row in enumerate(grp.teacher)]) for grp in groups]
+        return super().assemble(groups, students, grades)
+
+
+def trained_knobs(intervention: Intervention, scramble: bool) -> dict[str, torch.Tensor]:
+    L.seed_everything(0, verbose=False)
+    # share_prompts off and beta 0: the settings under which every intervention (adv_gate included) runs
+    module = ScriptedGRPO(scramble, intervention=intervention, share_prompts=False,
+                          generation=GenerationConfig(max_new_tokens=64))
+    data = GRPODataModule(group_size=len(KINDS) + 1, mix_ratio=0.25, prompts_per_step=2)
+    trainer = L.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, datamodule=data)
+    return {f"{n}.{k}": getattr(m, k).detach().clone() for n, m in module.adapter.items()
+            for k in ("delta_s", "delta_s_hack")}
+
+
+@pytest.mark.parametrize("cls", interventions(), ids=lambda cls: cls.__qualname__)
+def test_only_an_intervention_that_declares_it_reads_the_oracles_labels_is_moved_by_them(cls):
+    intervention = cls()
+    honest, scrambled_run = trained_knobs(intervention, False), trained_knobs(intervention, True)
+    same = all(torch.equal(honest[k], scrambled_run[k]) for k in honest)
+    assert any(v.abs().sum() > 0 for v in honest.values())  # it trained at all
+    if cls.reads_oracle:
+        assert not same, f"{cls.__qualname__} declares reads_oracle but its training ignores the labels"
+    else:
+        assert same, f"{cls.__qualname__} does not declare reads_oracle, yet the oracle's labels changed its knobs"

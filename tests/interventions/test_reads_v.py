@@ -1,0 +1,85 @@
+"""Negative controls: an intervention that reads V swaps it at train start for a placebo matched in k per module,
+never twice (the controls' construction itself: tests/test_controls.py)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pgrpo.basis import ExtractionConfig
+from pgrpo.extraction import HackBasis
+from pgrpo.interventions import AdvGate, Erase, ReadsV, Route
+
+RANK = 8
+# tau_axis and the noise floor left the real V with a different k in each module, and no module c at all
+REAL_K = {"a": 3, "b": 1}
+
+
+def basis(k_per_module: dict[str, int], seed: int = 0, control: str | None = None) -> HackBasis:
+    g = torch.Generator().manual_seed(seed)
+    V = {n: torch.linalg.qr(torch.randn(RANK, k, generator=g))[0].T.contiguous() for n, k in k_per_module.items()}
+    sigma = {n: torch.arange(k, 0, -1).float() for n, k in k_per_module.items()}
+    return HackBasis(V, sigma, {"control": control} if control else {})
+
+
+class FakeModule:
+    """The part of ProjectedGRPO a control needs: its trainer, extraction config and extract_basis."""
+
+    def __init__(self, extracted: HackBasis | None = None):
+        self.extraction = ExtractionConfig(tau_axis=0.5, noise_floor=0.1)
+        self.trainer = SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[]), loggers=[], global_step=0)
+        self.extracted, self.calls = extracted, []
+
+    def extract_basis(self, problems, control="none", extraction=None, cached=True):
+        self.calls.append((control, extraction))
+        return self.extracted
+
+
+def test_the_real_v_is_read_as_it_is():
+    real = basis(REAL_K)
+    assert Erase().basis(FakeModule(), real) is real
+
+
+@pytest.mark.parametrize("intervention", [Erase, Route, AdvGate])
+def test_random_control_is_orthonormal_matched_in_k_and_seeded(intervention):
+    control = intervention(v="random", v_seed=3).basis(FakeModule(), basis(REAL_K))
+    assert control.meta["control"] == "random"
+    for name, k in REAL_K.items():
+        assert control.V[name].shape == (k, RANK)
+        torch.testing.assert_close(control.V[name] @ control.V[name].T, torch.eye(k), atol=1e-5, rtol=0)
+    again = intervention(v="random", v_seed=3).basis(FakeModule(), basis(REAL_K))
+    assert all(torch.equal(again.V[n], control.V[n]) for n in REAL_K)
+    other = intervention(v="random", v_seed=4).basis(FakeModule(), basis(REAL_K))
+    assert not torch.equal(other.V["a"], control.V["a"])
+
+
+def test_random_control_follows_the_run_seed_by_default(monkeypatch):
+    drawn = {}
+    for seed in ("0", "1"):
+        monkeypatch.setenv("PL_GLOBAL_SEED", seed)
+        drawn[seed] = Erase(v="random").basis(FakeModule(), basis(REAL_K)).V["a"]
+    assert not torch.equal(drawn["0"], drawn["1"])
+
+
+@pytest.mark.parametrize("control", ["shuffled", "nonhack"])
+def test_extracted_controls_keep_their_top_rows_matched_to_the_real_k(control):
+    extracted = basis({"a": 4, "b": 4, "c": 4}, seed=1, control=control)
+    module = FakeModule(extracted)
+    chosen = Erase(v=control).basis(module, basis(REAL_K))
+    ((asked, cfg),) = module.calls
+    # no axis dropping for the control: it must have at least the real V's rows in every module
+    assert asked == control and cfg.tau_axis is None and cfg.noise_floor is None
+    assert {n: v.shape[0] for n, v in chosen.V.items()} == REAL_K
+    assert all(torch.equal(chosen.V[n], extracted.V[n][:k]) for n, k in REAL_K.items())
+    assert chosen.meta["control"] == control and chosen.meta["k_total"] == "4"
+
+
+def test_a_resumed_control_basis_is_not_swapped_again():
+    restored = basis(REAL_K, control="shuffled")  # on resume V comes from the checkpoint
+    module = FakeModule()
+    assert Erase(v="shuffled").basis(module, restored) is restored and module.calls == []
+
+
+def test_unknown_control_names_the_choices():
+    with pytest.raises(ValueError, match="random"):
+        ReadsV(v="reversed")
