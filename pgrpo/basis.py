@@ -23,7 +23,7 @@ from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pa
 from pgrpo.env.pool import TeacherPool
 from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basis, nll_grads, pairs_hash
 from pgrpo.chat import render_chat
-from pgrpo.rollout import encode_prompts, pack
+from pgrpo.rollout import Packed, encode_prompts, pack
 
 
 RUN_POOL = "pool"  # extraction.pairs naming the teacher pool of the run itself
@@ -132,7 +132,7 @@ def adapter_key(adapter: Mapping[str, SVDAdapterLinear]) -> dict:
 
 def _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control):
     pairs = contrastive_pairs(problems, cfg, control)
-    prompts = [render_chat(tokenizer, list(p.messages)) for p in pairs]
+    prompts = pair_prompts(tokenizer, pairs)
     pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
     if cache is None:
         return pairs, prompts, pairs_id, None
@@ -179,12 +179,23 @@ def save_atomically(basis: HackBasis, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def completion_grads(model, adapter, tokenizer, prompts: list[str], completions: list[str], cfg: ExtractionConfig,
-                     temperature: float = 1.0):
-    """Per-completion ∇δS NLL, batched: {module: (n, r)}. Prompts are encoded as generation encodes them."""
+def pack_completions(tokenizer, prompts: list[str], completions: list[str]) -> Packed:
+    """Rendered prompts and completion texts as one batch: prompts encoded as generation encodes them, each
+    completion closed by EOS as a sampled one is."""
     eos = tokenizer.eos_token_id
     completion_ids = [tokenizer(c, add_special_tokens=False)["input_ids"] + [eos] for c in completions]
-    packed = pack(encode_prompts(tokenizer, prompts), completion_ids, tokenizer.pad_token_id)
+    return pack(encode_prompts(tokenizer, prompts), completion_ids, tokenizer.pad_token_id)
+
+
+def pair_prompts(tokenizer, pairs: list[ContrastivePair]) -> list[str]:
+    """Each pair's prompt as the model's chat template renders it."""
+    return [render_chat(tokenizer, list(p.messages)) for p in pairs]
+
+
+def completion_grads(model, adapter, tokenizer, prompts: list[str], completions: list[str], cfg: ExtractionConfig,
+                     temperature: float = 1.0):
+    """Per-completion ∇δS NLL, batched: {module: (n, r)}."""
+    packed = pack_completions(tokenizer, prompts, completions)
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[]):  # extraction must not shift the run's sampling RNG
         return nll_grads(

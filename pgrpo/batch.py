@@ -99,6 +99,20 @@ def rollout_overlap_stats(row_cin: Tensor, ro: Rollouts) -> dict[str, float]:
     return stats
 
 
+def detector_stats(flagged: Tensor, exploited: Tensor, is_student: Tensor) -> dict[str, float]:
+    """How an intervention's detector did on the student's rollouts, against the oracle's labels (logged, never
+    handed back): the share flagged, accuracy, and precision and recall on the exploited ones."""
+    flagged, exploited = flagged.flatten().bool().cpu(), exploited.flatten().bool().cpu()
+    student = is_student.flatten().bool().cpu()
+    flagged, exploited = flagged[student], exploited[student]
+    stats = {"detector/flagged": _mean(flagged), "detector/accuracy": _mean(flagged == exploited)}
+    if flagged.any():
+        stats["detector/precision"] = _mean(exploited[flagged])
+    if exploited.any():
+        stats["detector/recall"] = _mean(flagged[exploited])
+    return stats
+
+
 def _mean(values) -> float:
     values = [float(v) for v in values]
     return sum(values) / len(values) if values else 0.0

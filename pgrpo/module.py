@@ -27,8 +27,11 @@ from pgrpo.adapter import (
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
 from pgrpo.env import GradeQueue, GradeResult, Problem, RewardConfig
+from pgrpo.env.pairs import ContrastivePair
 from pgrpo.env.time_limits import FLOOR_S
-from pgrpo.basis import RUN_POOL, ExtractionConfig, cached_basis_path, load_or_extract_basis, rank_zero_basis
+from pgrpo.basis import (
+    RUN_POOL, ExtractionConfig, cached_basis_path, contrastive_pairs, load_or_extract_basis, rank_zero_basis,
+)
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
@@ -37,7 +40,7 @@ from pgrpo.interventions import Intervention, Vanilla
 from pgrpo.projection import (
     along_v, grad_hack_fraction, knob_snapshot, measure_grads, rollout_hack_fraction, update_hack_fraction,
 )
-from pgrpo.batch import Rollouts, Samples, grading_stats, rollout_overlap_stats
+from pgrpo.batch import Rollouts, Samples, detector_stats, grading_stats, rollout_overlap_stats
 from pgrpo.rollout import Packed, SamplingConfig, encode_prompts, pack, sample
 from pgrpo.step_grads import StepGrads
 
@@ -169,6 +172,7 @@ class ProjectedGRPO(L.LightningModule):
         # after every callback's on_train_start, as the negative-control callback that this replaced ran; a resumed
         # run's checkpoint already holds the V the intervention chose
         self.basis = self.intervention.basis(self, self.basis).to(self.device)
+        self.intervention.prepare(self)
 
     def extract_basis(self, problems: list[Problem], control: str = "none", extraction: ExtractionConfig | None = None,
                       cached: bool = True) -> HackBasis:
@@ -177,13 +181,7 @@ class ProjectedGRPO(L.LightningModule):
 
         Under DDP/FSDP every rank gets rank 0's V, bit for bit: ranks that extracted on their own could differ
         in the last bits, and the gradient edit must be the same everywhere."""
-        extraction = extraction or self.extraction
-        if extraction.pairs == RUN_POOL:
-            pool = self.trainer.datamodule.pool
-            if pool is None:
-                raise ValueError(f"model.extraction.pairs={RUN_POOL!r} mines the run's teacher pool, but this run has "
-                                 f"none (data.mix_ratio is 0): give a pool directory or a pairs file instead")
-            extraction = replace(extraction, pairs=str(pool.path))
+        extraction = self.resolved_extraction(extraction)
         args = dict(cfg=extraction, model_id=model_id(self.model_name), temperature=self.generation.temperature,
                     control=control)
         cache = cache_dir() / "bases" if cached else None
@@ -197,6 +195,21 @@ class ProjectedGRPO(L.LightningModule):
             self.trainer.strategy, self.global_rank, base_is_sharded(self.adapter), load_or_extract, cache,
             lambda cache: cached_basis_path(self.adapter, self.tokenizer, problems, cache=cache, **args),
         ).to(self.device)
+
+    def extraction_pairs(self) -> list[ContrastivePair]:
+        """The contrastive pairs V is extracted from (the last extraction.n_heldout of them held out)."""
+        return contrastive_pairs(self.trainer.datamodule.extraction_problems, self.resolved_extraction())
+
+    def resolved_extraction(self, extraction: ExtractionConfig | None = None) -> ExtractionConfig:
+        """The extraction settings with `pairs: pool` resolved to this run's teacher pool directory."""
+        extraction = extraction or self.extraction
+        if extraction.pairs == RUN_POOL:
+            pool = self.trainer.datamodule.pool
+            if pool is None:
+                raise ValueError(f"model.extraction.pairs={RUN_POOL!r} mines the run's teacher pool, but this run has "
+                                 f"none (data.mix_ratio is 0): give a pool directory or a pairs file instead")
+            extraction = replace(extraction, pairs=str(pool.path))
+        return extraction
 
     @override
     def configure_optimizers(self):
@@ -328,14 +341,13 @@ class ProjectedGRPO(L.LightningModule):
         packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
         # a sharded base must run the same forwards on every rank, so its rows keep their own prompts
         share = self.hparams.share_prompts and not base_is_sharded(self.adapter) and min(map(len, rows_prompt)) > 1
-        packed = Packed(packed.input_ids.to(self.device), packed.attention_mask.to(self.device),
-                        packed.completion_mask.to(self.device),
-                        torch.tensor(shared, device=self.device) if share else None)
+        packed = replace(packed, prompt_of_row=torch.tensor(shared) if share else None).to(self.device)
         rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
         # exploited is the oracle's verdict: only an intervention that declares it reads it is handed it
         oracle = torch.tensor(exploited).view_as(rewards_t) if self.intervention.reads_oracle else None
-        rewards_t, keep, intervention_stats = self.intervention.rewards(self, rewards_t, packed, oracle)
-        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=keep)
+        edit = self.intervention.rewards(self, rewards_t, packed, oracle)
+        rewards_t = edit.rewards
+        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=edit.keep)
         advantages = self.intervention.advantages(self, advantages.flatten()).view_as(advantages)
         sampler_logp = None
         if students.sampler_logp is not None:  # (B, T_c): student rows as sampled, teacher rows 0 (never sampled)
@@ -355,8 +367,9 @@ class ProjectedGRPO(L.LightningModule):
                 # the free reference model: same weights with the knobs at zero (merged: base-model speed)
                 with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
                     ref_logp = self.row_logprobs(packed, roles)
-        stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std) | \
-            intervention_stats
+        stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std) | edit.stats
+        if edit.flagged is not None:  # measured here against the oracle, never handed to the intervention
+            stats |= detector_stats(edit.flagged, torch.tensor(exploited), torch.tensor(is_student))
         samples = [
             {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
              "completion": students.texts[i], **grades[i].to_dict()}

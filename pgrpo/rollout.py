@@ -39,6 +39,10 @@ class Packed:
     def completion_len(self) -> int:
         return self.completion_mask.shape[1]
 
+    def to(self, device: torch.device | str) -> "Packed":
+        return Packed(self.input_ids.to(device), self.attention_mask.to(device), self.completion_mask.to(device),
+                      None if self.prompt_of_row is None else self.prompt_of_row.to(device))
+
     def rows(self, index: Tensor) -> "Packed":
         """These rows, cut to their own longest prompt and completion: the columns that only other rows'
         tokens needed are padding here, and would cost attention and logprobs for nothing."""

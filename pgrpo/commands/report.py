@@ -31,7 +31,7 @@ Z975 = 1.96
 def run_kind(config: dict | None) -> str | None:
     """What a run is, from what its intervention declares (pgrpo/interventions/base.py): positive control
     (data.modes none: no loophole in the prompt, the honest arm), oracle skyline (reads_oracle: it uses the
-    oracle's labels), control (a V-reading intervention given a negative-control V), vanilla (measures_only)
+    oracle's labels), control (an intervention reading a placebo detector: a random V, probe or subspace), vanilla (measures_only)
     or method; None without a config to tell."""
     if config is None:
         return None
@@ -41,17 +41,17 @@ def run_kind(config: dict | None) -> str | None:
     if not isinstance(chosen, dict) or "class_path" not in chosen:
         return _legacy_run_kind(config)
     # imported only here: the report reads numbers and need not load torch's world otherwise
-    from pgrpo.interventions import intervention_class
+    from pgrpo.interventions import from_config
 
     try:
-        cls = intervention_class(chosen["class_path"])
-    except (ImportError, AttributeError, ValueError):
-        return None  # a class this version of pgrpo does not have: its kind is not known here
-    if cls.reads_oracle:
+        intervention = from_config(chosen)
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return None  # a class (or argument) this version of pgrpo does not have: its kind is not known here
+    if intervention.reads_oracle:
         return "oracle skyline"
-    if (chosen.get("init_args") or {}).get("v", "real") != "real":
+    if intervention.placebo:
         return "control"
-    return "vanilla" if cls.measures_only else "method"
+    return "vanilla" if intervention.measures_only else "method"
 
 
 def _legacy_run_kind(config: dict) -> str:

@@ -4,9 +4,11 @@ The training step calls every hook, in this order, and knows no intervention by 
 
     check(module)                   once, at construction: refuse settings under which the hooks are not exact
     basis(module, real)             once, at train start: the V the run reads (a negative control swaps it)
+    prepare(module)                 once, at train start, after `basis`: build what else it reads (a probe, a
+                                    subspace), e.g. from module.extraction_pairs(), the pairs V is extracted from
     rewards(module, rewards, packed, exploited)
-                                    each generated batch, before group normalisation: edited rewards, and which
-                                    rows enter their group's statistics
+                                    each generated batch, before group normalisation: edited rewards, which rows
+                                    enter their group's statistics, and which rows its detector flagged
     advantages(module, advantages)  each generated batch, after group normalisation, before any backward
     advantage_weights(module, grads)
                                     after the one backward: a factor on each rollout's advantage, read from the
@@ -27,8 +29,10 @@ are scrambled.
 """
 
 import inspect
+import os
 import re
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from torch import Tensor
@@ -39,6 +43,30 @@ from pgrpo.rollout import Packed
 from pgrpo.step_grads import StepGrads
 
 
+@dataclass
+class RewardEdit:
+    """What `rewards` hands back: the (P, G) rewards group normalisation sees, which rows enter their group's mean
+    and std (None: all), which rows its detector flagged (None: it has none; the step logs the flags' agreement
+    with the oracle, never hands it back), and numbers to log."""
+
+    rewards: Tensor
+    keep: Tensor | None = None
+    flagged: Tensor | None = None
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+
+def run_seed(seed: int | None) -> int:
+    """A placebo's seed: the one given, else the run's seed_everything, so each seed of a sweep draws its own."""
+    return seed if seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+
+def log_at_start(module, metrics: dict[str, float]) -> None:
+    """Numbers an intervention measures once, at train start, into every logger of the run."""
+    for logger in module.trainer.loggers:
+        logger.log_metrics(metrics, step=module.trainer.global_step)
+
+
 class Intervention:
     """Vanilla GRPO: every hook leaves the step alone (the run only measures V)."""
 
@@ -47,6 +75,11 @@ class Intervention:
     measures_only: ClassVar[bool] = False
     """Whether it changes nothing (vanilla): `pgrpo report` pairs every other arm against such a run."""
 
+    @property
+    def placebo(self) -> bool:
+        """Whether it reads a placebo detector (a random V, probe or subspace): a negative control of its method."""
+        return False
+
     def check(self, module) -> None:
         """Raise ValueError naming the key when the module's settings make a hook inexact."""
 
@@ -54,11 +87,14 @@ class Intervention:
         """The V this run reads, given the real one (once, at train start; a resume keeps the checkpoint's)."""
         return real
 
-    def rewards(self, module, rewards: Tensor, packed: Packed,
-                exploited: Tensor | None) -> tuple[Tensor, Tensor | None, dict[str, float]]:
-        """(P, G) rewards before group normalisation → (rewards, which rows enter their group's mean and std
-        ((P, G) bool, None: all), stats). `exploited` (P, G) is the oracle's verdict, None unless reads_oracle."""
-        return rewards, None, {}
+    def prepare(self, module) -> None:
+        """Build what the intervention reads besides V, once at train start (a resume included, so it must be a
+        deterministic function of the base model, the pairs and the run's seed)."""
+
+    def rewards(self, module, rewards: Tensor, packed: Packed, exploited: Tensor | None) -> RewardEdit:
+        """(P, G) rewards before group normalisation, `packed` their rows (group by group) → the edit.
+        `exploited` (P, G) is the oracle's verdict, None unless reads_oracle."""
+        return RewardEdit(rewards)
 
     def advantages(self, module, advantages: Tensor) -> Tensor:
         """(B,) advantages after group normalisation, before the backward."""

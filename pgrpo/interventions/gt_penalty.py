@@ -4,7 +4,7 @@ pool was graded and are penalised like the student's."""
 
 from torch import Tensor
 
-from pgrpo.interventions.base import Intervention
+from pgrpo.interventions.base import Intervention, RewardEdit
 
 
 class GtPenalty(Intervention):
@@ -23,4 +23,4 @@ class GtPenalty(Intervention):
         self.penalty = penalty
 
     def rewards(self, module, rewards: Tensor, packed, exploited: Tensor | None):
-        return rewards - self.penalty * exploited.to(rewards.dtype), None, {}
+        return RewardEdit(rewards - self.penalty * exploited.to(rewards.dtype))

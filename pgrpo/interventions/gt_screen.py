@@ -5,7 +5,7 @@ the student's."""
 
 from torch import Tensor
 
-from pgrpo.interventions.base import Intervention
+from pgrpo.interventions.base import Intervention, RewardEdit
 
 
 class GtScreen(Intervention):
@@ -15,4 +15,4 @@ class GtScreen(Intervention):
 
     def rewards(self, module, rewards: Tensor, packed, exploited: Tensor | None):
         keep = ~exploited.bool()
-        return rewards, keep, {"skyline/screened": float((~keep).float().mean())}
+        return RewardEdit(rewards, keep, stats={"skyline/screened": float((~keep).float().mean())})

@@ -8,14 +8,13 @@ intervention built on ReadsV gets these placebos for free (erase, route, adv_gat
 configs/adv_gate_random_v.yaml).
 """
 
-import os
 from typing import Literal
 
 from lightning.pytorch.utilities import rank_zero_info
 
 from pgrpo.controls import control_basis, is_control
 from pgrpo.extraction import HackBasis, basis_overlap
-from pgrpo.interventions.base import Intervention
+from pgrpo.interventions.base import Intervention, log_at_start, run_seed
 
 Source = Literal["real", "random", "shuffled", "nonhack"]
 
@@ -36,19 +35,22 @@ class ReadsV(Intervention):
         self.v = v
         self.v_seed = v_seed
 
+    @property
+    def placebo(self) -> bool:
+        return self.v != "real"
+
     def basis(self, module, real: HackBasis) -> HackBasis:
         # a resumed run restored its control V from the checkpoint: never swapped twice
         if self.v == "real" or is_control(real):
             return real
-        seed = self.v_seed if self.v_seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
+        seed = run_seed(self.v_seed)
         problems = module.trainer.datamodule.extraction_problems
         control = control_basis(self.v, real, module.extraction,
                                 lambda control, cfg: module.extract_basis(problems, control, cfg), seed)
         # how much of the real V's span the control still holds (1 = the same subspace, ~√(k/r) = unrelated)
         overlap, _ = basis_overlap(real, control)
         control.meta["overlap_with_real"] = f"{overlap:.6g}"
-        for logger in module.trainer.loggers:
-            logger.log_metrics({"proj/control_overlap": overlap}, step=module.trainer.global_step)
+        log_at_start(module, {"proj/control_overlap": overlap})
         rank_zero_info(f"negative control: {self.v} V, k matched per module to the real V ({control.k_total} axes "
                        f"over {len(control.V)} modules), principal-angle overlap with the real V {overlap:.3f}")
         return control

@@ -137,10 +137,14 @@ def test_a_runs_kind_comes_from_its_config_and_missing_keys_mean_the_default(tmp
     def chosen(name: str, **init_args) -> dict:
         return {"model": {"intervention": {"class_path": f"pgrpo.interventions.{name}", "init_args": init_args}}}
 
-    # what the intervention declares: reads_oracle, measures_only, and a V-reading one given a placebo V
+    # what the intervention declares: reads_oracle, measures_only, placebo (a V-reading one given a placebo V,
     assert kind(chosen("Vanilla")) == "vanilla"
     assert kind(chosen("AdvGate")) == kind(chosen("Route", target="position")) == "method"
     assert kind(chosen("Erase", v="random")) == kind(chosen("AdvGate", v="shuffled")) == "control"
+    # ... or a placebo probe, direction or subspace
+    assert kind(chosen("ProbePenalty")) == kind(chosen("AdvShortcut")) == kind(chosen("CleanSubspace")) == "method"
+    assert kind(chosen("ProbePenalty", detector="random")) == kind(chosen("AdvShortcut", detector="random")) == \
+        kind(chosen("CleanSubspace", subspace="random")) == "control"
     assert kind(chosen("GtScreen")) == kind(chosen("GtPenalty", penalty=2.0)) == "oracle skyline"
     assert kind({"model": {}}) == "vanilla"  # the default intervention
     # a run saved before the interventions: its projection arm, skyline and control callback

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import torch
 
 from pgrpo.interventions import AdvGate, Erase, GtPenalty, GtScreen, Intervention, Route, Vanilla, from_config
+from pgrpo.interventions.base import RewardEdit
 
 ALL = [Vanilla(), Erase(gate="one_sided", target="position"), Route(), AdvGate(center=0.3), GtScreen(),
        GtPenalty(penalty=2.0)]
@@ -33,7 +34,8 @@ def test_only_the_skylines_declare_they_read_the_oracle_and_only_vanilla_only_me
 def test_the_base_hooks_change_nothing():
     base, rewards, adv = Intervention(), torch.tensor([[1.0, 0.0]]), torch.tensor([0.5, -0.5])
     module = SimpleNamespace()
-    assert base.rewards(module, rewards, None, None) == (rewards, None, {})
+    assert base.rewards(module, rewards, None, None) == RewardEdit(rewards)
+    assert base.prepare(module) is None
     assert base.advantages(module, adv) is adv
     assert base.advantage_weights(module, None) is None
     assert base.basis(module, "V") == "V"

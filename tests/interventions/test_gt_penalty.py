@@ -11,8 +11,8 @@ EXPLOITED = torch.tensor([[True, False, False, False]])
 
 def test_penalty_lowers_only_exploited_rewards():
     assert GtPenalty.reads_oracle
-    rewards, keep, _ = GtPenalty(penalty=2.0).rewards(None, REWARDS, None, EXPLOITED)
-    assert rewards.tolist() == [[-0.75, 1.25, 0.25, 0.0]] and keep is None
+    edit = GtPenalty(penalty=2.0).rewards(None, REWARDS, None, EXPLOITED)
+    assert edit.rewards.tolist() == [[-0.75, 1.25, 0.25, 0.0]] and edit.keep is None
 
 
 def test_a_negative_penalty_names_the_field():

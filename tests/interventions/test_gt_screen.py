@@ -10,6 +10,6 @@ EXPLOITED = torch.tensor([[True, False, False, False]])
 
 def test_screen_leaves_rewards_and_drops_exploited_rows_from_the_statistics():
     assert GtScreen.reads_oracle
-    rewards, keep, stats = GtScreen().rewards(None, REWARDS, None, EXPLOITED)
-    assert torch.equal(rewards, REWARDS) and keep.tolist() == [[False, True, True, True]]
-    assert stats == {"skyline/screened": 0.25}
+    edit = GtScreen().rewards(None, REWARDS, None, EXPLOITED)
+    assert torch.equal(edit.rewards, REWARDS) and edit.keep.tolist() == [[False, True, True, True]]
+    assert edit.stats == {"skyline/screened": 0.25} and edit.flagged is None

@@ -29,12 +29,12 @@ KINDS = ("hack", "clean", "no answer")  # the scripted student rows of every pro
 
 
 def interventions() -> list[type[Intervention]]:
-    """Every Intervention class defined under pgrpo/interventions/ (a new file is picked up by itself)."""
+    """Every concrete Intervention class defined under pgrpo/interventions/ (a new file is picked up by itself)."""
     found = {}
     for info in pkgutil.iter_modules(pgrpo.interventions.__path__):
         module = importlib.import_module(f"pgrpo.interventions.{info.name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls, Intervention) and cls.__module__ == module.__name__:
+            if issubclass(cls, Intervention) and cls.__module__ == module.__name__ and not inspect.isabstract(cls):
                 found[cls.__qualname__] = cls
     return [found[name] for name in sorted(found)]
 
