@@ -4,16 +4,21 @@
 import importlib
 
 from pgrpo.interventions.adv_gate import AdvGate
-from pgrpo.interventions.base import Intervention
+from pgrpo.interventions.adv_shortcut import AdvShortcut
+from pgrpo.interventions.base import Intervention, RewardEdit
+from pgrpo.interventions.clean_subspace import CleanSubspace
 from pgrpo.interventions.erase import Erase
 from pgrpo.interventions.gt_penalty import GtPenalty
 from pgrpo.interventions.gt_screen import GtScreen
+from pgrpo.interventions.probe_penalty import ProbePenalty
+from pgrpo.interventions.reads_activations import ReadsActivations
 from pgrpo.interventions.reads_v import ReadsV
 from pgrpo.interventions.route import Route
 from pgrpo.interventions.vanilla import Vanilla
 
-__all__ = ["AdvGate", "Erase", "GtPenalty", "GtScreen", "Intervention", "ReadsV", "Route", "Vanilla",
-           "from_config", "intervention_class"]
+__all__ = ["AdvGate", "AdvShortcut", "CleanSubspace", "Erase", "GtPenalty", "GtScreen", "Intervention",
+           "ProbePenalty", "ReadsActivations", "ReadsV", "RewardEdit", "Route", "Vanilla", "from_config",
+           "intervention_class"]
 
 
 def intervention_class(class_path: str) -> type[Intervention]:

@@ -1,0 +1,43 @@
+"""adv_shortcut: Advantage Modification after Wu & Tang 2026. Each rollout's score along a shortcut direction,
+z-scored over the batch and made one-sided, is subtracted (× alpha) from its reward *before* group normalisation,
+so a hack-like rollout loses ground against its own group, and a clean one is never paid for looking clean.
+
+The direction is the difference of the hack and clean means of the pooled hidden states of the pairs V is
+extracted from, at the layer that separates the held-out pairs best (Wu & Tang build theirs from ~60
+contrastive pairs). On Phi-4-mini they cut hacking 99.9% → 24.9% at alpha 2.
+"""
+
+from torch import Tensor
+
+from pgrpo.detectors import fit_mean_difference
+from pgrpo.interventions.base import RewardEdit
+from pgrpo.interventions.reads_activations import Detector, ReadsActivations
+
+
+class AdvShortcut(ReadsActivations):
+    """Each rollout's reward loses alpha · max(0, z), z its batch-z-scored score along the shortcut direction."""
+
+    def __init__(self, alpha: float = 2.0, layer: int | None = None, detector: Detector = "real",
+                 detector_seed: int | None = None):
+        """
+        Args:
+            alpha: the penalty per standard deviation above the batch's mean score (Wu & Tang: 2).
+            layer: hidden states the direction lives in (0: the embeddings); None: the best on the held-out pairs.
+            detector: real (the hack − clean mean difference) or random (the placebo: a random direction at the
+                same layer).
+            detector_seed: seed of the random placebo (None: the run's seed_everything).
+        """
+        super().__init__(layer, detector, detector_seed)
+        if alpha < 0:
+            raise ValueError(f"alpha={alpha}: must be >= 0 (the penalty is subtracted)")
+        self.alpha = alpha
+
+    def fit(self, hack: Tensor, clean: Tensor) -> tuple[Tensor, float]:
+        return fit_mean_difference(hack, clean)
+
+    def rewards(self, module, rewards: Tensor, packed, exploited) -> RewardEdit:
+        scores = self.scores(module, packed).cpu()  # (P*G,)
+        z = (scores - scores.mean()) / scores.std().clamp(min=1e-6)  # over the whole batch, every group
+        penalty = self.alpha * z.clamp(min=0)
+        return RewardEdit(rewards - penalty.view(rewards.shape).to(rewards.dtype), flagged=(z > 0).view(rewards.shape),
+                          stats={"detector/mean_penalty": float(penalty.mean())})

@@ -1,0 +1,95 @@
+"""clean_subspace: each step's gradient is projected *onto* the subspace clean completions' gradients span
+(after TDGA, 2026, which projects onto the top-K subspace of a short clean warm-up's gradients and stays unhacked
+for hundreds of steps). Where erase removes what is known to be hack-ward, this keeps only what is known to be
+clean: it needs no hack examples at all.
+
+Per module, the per-completion NLL gradients of the pairs' clean completions (n, r), under the base model, give
+their top-K right singular vectors C (K, r) and singular values σ; the gradient g becomes Cᵀ diag(w) C g, with
+w = σ / σ_max (weighted by singular value, as TDGA does) or 1.
+"""
+
+from typing import Literal
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
+
+from pgrpo.adapter import knobs_zeroed
+from pgrpo.basis import completion_grads, pair_prompts
+from pgrpo.interventions.base import Intervention, log_at_start, run_seed
+
+Weighting = Literal["singular_value", "uniform"]
+Subspace = Literal["real", "random"]
+
+
+class CleanSubspace(Intervention):
+    """Keep only each gradient's component in the top-K subspace of the clean completions' gradients."""
+
+    def __init__(self, k: int = 8, weighting: Weighting = "singular_value", subspace: Subspace = "real",
+                 subspace_seed: int | None = None):
+        """
+        Args:
+            k: directions kept per module (at most the number of clean completions and the module's rank).
+            weighting: singular_value (each direction's component scaled by σ_i / σ_1, as TDGA) or uniform.
+            subspace: real (the clean gradients' top-K) or random (the placebo: K random orthonormal directions per
+                module, weighted alike).
+            subspace_seed: seed of the random placebo (None: the run's seed_everything).
+        """
+        if k < 1:
+            raise ValueError(f"k={k}: must be >= 1")
+        if weighting not in ("singular_value", "uniform"):
+            raise ValueError(f"weighting={weighting!r}: expected singular_value or uniform")
+        if subspace not in ("real", "random"):
+            raise ValueError(f"subspace={subspace!r}: expected real or random")
+        self.k = k
+        self.weighting = weighting
+        self.subspace = subspace
+        self.subspace_seed = subspace_seed
+        self.directions: dict[str, tuple[Tensor, Tensor]] = {}  # module → (C (K, r), w (K,))
+
+    @property
+    def placebo(self) -> bool:
+        return self.subspace != "real"
+
+    def prepare(self, module) -> None:
+        pairs = module.extraction_pairs()
+        with knobs_zeroed(module.adapter):  # the base's gradients: a resumed run builds the same subspace
+            grads = completion_grads(module.policy, module.adapter, module.tokenizer, pair_prompts(module.tokenizer,
+                                     pairs), [p.clean for p in pairs], module.extraction, module.generation.temperature)
+        self.directions = clean_directions(grads, self.k, self.weighting)
+        if self.subspace == "random":
+            self.directions = random_directions(self.directions, run_seed(self.subspace_seed))
+        kept = sum(len(w) for _, w in self.directions.values())
+        rank = sum(module.adapter[name].rank for name in self.directions)
+        rank_zero_info(f"clean_subspace: {self.subspace} subspace of {kept} directions of {rank} over "
+                       f"{len(self.directions)} modules, from {len(pairs)} clean completions")
+        log_at_start(module, {"proj/kept_dims_share": kept / rank})
+
+    def gradient(self, module) -> None:
+        for name, (directions, weights) in self.directions.items():
+            grad = module.adapter[name].delta_s.grad
+            c = directions.to(grad) @ grad  # (K,)
+            grad.copy_(directions.to(grad).T @ (weights.to(grad) * c))
+
+
+def clean_directions(grads: dict[str, Tensor], k: int, weighting: Weighting) -> dict[str, tuple[Tensor, Tensor]]:
+    """Per module: the top-k right singular vectors of its clean gradients (n, r), and their weights."""
+    out = {}
+    for name, g in sorted(grads.items()):
+        _, sigma, vh = torch.linalg.svd(g.double(), full_matrices=False)
+        kept = min(k, len(sigma))
+        weights = sigma[:kept] / sigma[0].clamp(min=torch.finfo(torch.float64).tiny)
+        if weighting == "uniform":
+            weights = torch.ones_like(weights)
+        out[name] = (vh[:kept].float().contiguous(), weights.float())
+    return out
+
+
+def random_directions(like: dict[str, tuple[Tensor, Tensor]], seed: int) -> dict[str, tuple[Tensor, Tensor]]:
+    """The placebo: as many random orthonormal directions per module as `like`, with its weights."""
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, (directions, weights) in sorted(like.items()):
+        q, _ = torch.linalg.qr(torch.randn(directions.shape[1], directions.shape[0], generator=generator))
+        out[name] = (q.T.contiguous(), weights)
+    return out

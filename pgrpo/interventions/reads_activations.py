@@ -1,0 +1,71 @@
+"""What an intervention that reads the policy's activations shares: a linear detector on one layer's mean-pooled
+hidden states, built at train start from the contrastive pairs V is extracted from (so a leave-one-mode-out
+overlay, `model.extraction.modes`, restricts it too), fixed while training runs, or its random placebo.
+
+The placebo is the same detector with a random direction at the same layer and weight norm, flagging as many of
+the pairs' completions as the real one (pgrpo/detectors.py): if the real detector does not beat it, the
+intervention's effect is the penalty's size, not its aim.
+"""
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, Literal
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
+
+from pgrpo.activations import pair_states, policy_states
+from pgrpo.detectors import LinearDetector, accuracy, fit_detector, random_placebo
+from pgrpo.interventions.base import Intervention, log_at_start, run_seed
+from pgrpo.rollout import Packed
+
+Detector = Literal["real", "random"]
+
+
+class ReadsActivations(Intervention, ABC):
+    """An intervention that scores each rollout with a linear detector on the policy's pooled hidden states."""
+
+    cut: ClassVar[float] = 0.0
+    """The score above which the detector flags a completion (the placebo matches the real one's rate there)."""
+
+    def __init__(self, layer: int | None = None, detector: Detector = "real", detector_seed: int | None = None):
+        """
+        Args:
+            layer: hidden states read (0: the embeddings, -1: the last layer); None: the layer whose detector
+                classifies the held-out pairs (model.extraction.n_heldout) best.
+            detector: real (fitted on the hack/clean pairs) or random (the placebo: a random direction at the same
+                layer and weight norm, flagging as many of the pairs' completions).
+            detector_seed: seed of the random placebo (None: the run's seed_everything).
+        """
+        if detector not in ("real", "random"):
+            raise ValueError(f"detector={detector!r}: expected real or random")
+        self.layer = layer
+        self.detector = detector
+        self.detector_seed = detector_seed
+        self.fitted: LinearDetector | None = None
+
+    @property
+    def placebo(self) -> bool:
+        return self.detector != "real"
+
+    @abstractmethod
+    def fit(self, hack: Tensor, clean: Tensor) -> tuple[Tensor, float]:
+        """(weight, bias) from standardised hack and clean features (n, d) each."""
+
+    def prepare(self, module) -> None:
+        hack, clean = pair_states(module.policy, module.adapter, module.tokenizer, module.extraction_pairs())
+        fitted = fit_detector(hack, clean, module.extraction.n_heldout, self.fit, self.layer)
+        rank_zero_info(f"{self.arm()}: detector at hidden state {fitted.layer} of {hack.shape[1] - 1}, held-out "
+                       f"pair accuracy {fitted.heldout_accuracy:.3f} ({len(hack)} pairs)")
+        stats = {"detector/layer": float(fitted.layer), "detector/heldout_accuracy": fitted.heldout_accuracy}
+        if self.detector == "random":
+            fitted = random_placebo(fitted, torch.cat([hack, clean]), run_seed(self.detector_seed), self.cut)
+            held = slice(-module.extraction.n_heldout, None)
+            stats["detector/placebo_heldout_accuracy"] = accuracy(fitted, hack[held], clean[held])
+        self.fitted = fitted
+        log_at_start(module, stats)
+
+    def scores(self, module, packed: Packed) -> Tensor:
+        """(B,) detector scores of the batch's rows under the policy as it is now."""
+        return self.fitted.scores(policy_states(module.policy, module.adapter, packed))
+
