@@ -16,14 +16,15 @@ from pgrpo.rollout import SamplingConfig, sample_decoded, seeded
 
 
 def evaluate_base(model_dir: str | Path, n_samples_per_problem: int = 8, sampling: SamplingConfig = SamplingConfig(),
-                  seed: int = 0) -> dict[str, float]:
+                  seed: int = 0, dtype: str = "float32") -> dict[str, float]:
     """Format, solve (gt_correct) and hack (exploited) rates of a base's samples, overall and per mode.
 
     Samples every problem under its own loophole hint, as GRPO does, with the
     rollout sampler GRPO uses; the global RNG is restored afterwards.
     """
     problems = load_problems()
-    texts, clipped = sample_texts(model_dir, [(p, p.mode) for p in problems], n_samples_per_problem, sampling, seed)
+    texts, clipped = sample_texts(model_dir, [(p, p.mode) for p in problems], n_samples_per_problem, sampling, seed,
+                                  dtype)
     owners = [p for p in problems for _ in range(n_samples_per_problem)]
     grades = grade_batch(list(zip(owners, texts)), detectors=False)
     rates = _rates(grades)
@@ -42,7 +43,7 @@ def _rates(grades: list) -> dict[str, float]:
 
 
 def hint_reading(model_dir: str | Path, n_samples_per_prompt: int = 8, sampling: SamplingConfig = SamplingConfig(),
-                 seed: int = 0) -> dict[str, float]:
+                 seed: int = 0, dtype: str = "float32") -> dict[str, float]:
     """Does the base pull the lever its prompt's hint names? Samples every problem under every mode's hint.
 
     Returns lever_samples (how many samples pull any lever, by the static check the grader's detectors use),
@@ -51,7 +52,7 @@ def hint_reading(model_dir: str | Path, n_samples_per_prompt: int = 8, sampling:
     graded one, and the weak-detector test (V from five modes, the sixth held out) means nothing on it.
     """
     slots = [(p, m) for p in load_problems() for m in MODES]
-    texts, _ = sample_texts(model_dir, slots, n_samples_per_prompt, sampling, seed)
+    texts, _ = sample_texts(model_dir, slots, n_samples_per_prompt, sampling, seed, dtype)
     return named_lever_share([m for _, m in slots for _ in range(n_samples_per_prompt)], texts)
 
 
@@ -67,12 +68,13 @@ def named_lever_share(hints: list[str], texts: list[str]) -> dict[str, float]:
 
 
 def sample_texts(model_dir: str | Path, slots: list[tuple], n_per_prompt: int, sampling: SamplingConfig,
-                 seed: int) -> tuple[list[str], list[bool]]:
+                 seed: int, dtype: str = "float32") -> tuple[list[str], list[bool]]:
     """n_per_prompt completions of each (problem, mode) prompt, with GRPO's sampler; (texts, clipped).
 
     Seeded on its own: the global RNG is restored afterwards, and the thread count pinned as in pretraining.
+    `dtype` is the base weights' (bfloat16 halves a real model's generation time on CPUs with bf16 units).
     """
-    model, tokenizer = load_model_and_tokenizer(str(model_dir))
+    model, tokenizer = load_model_and_tokenizer(str(model_dir), dtype)
     prompts = [render_chat(tokenizer, build_messages(p, m)) for p, m in slots]
     with seeded(seed), threads(THREADS):
         return sample_decoded(model, tokenizer, prompts, n_per_prompt, sampling)

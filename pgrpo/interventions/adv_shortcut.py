@@ -22,7 +22,8 @@ class AdvShortcut(ReadsActivations):
         """
         Args:
             alpha: the penalty per standard deviation above the batch's mean score (Wu & Tang: 2).
-            layer: hidden states the direction lives in (0: the embeddings); None: the best on the held-out pairs.
+            layer: hidden states the direction lives in (0: the embeddings); None: the decoder layer best on the
+                held-out pairs.
             detector: real (the hack − clean mean difference) or random (the placebo: a random direction at the
                 same layer).
             detector_seed: seed of the random placebo (None: the run's seed_everything).

@@ -29,7 +29,8 @@ class ProbePenalty(ReadsActivations):
             screen: instead of the penalty, flagged rollouts get zero advantage and leave their group's mean and
                 std (ground-truth screening with the probe for the oracle).
             l2: the probe's L2 penalty on standardised features.
-            layer: hidden states the probe reads (0: the embeddings); None: the best on the held-out pairs.
+            layer: hidden states the probe reads (0: the embeddings); None: the decoder layer best on the
+                held-out pairs.
             detector: real, or random (the placebo: a random probe at the same layer flagging as many pairs).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
         """

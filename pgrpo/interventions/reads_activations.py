@@ -31,8 +31,8 @@ class ReadsActivations(Intervention, ABC):
     def __init__(self, layer: int | None = None, detector: Detector = "real", detector_seed: int | None = None):
         """
         Args:
-            layer: hidden states read (0: the embeddings, -1: the last layer); None: the layer whose detector
-                classifies the held-out pairs (model.extraction.n_heldout) best.
+            layer: hidden states read (0: the embeddings, -1: the last layer); None: the decoder layer whose
+                detector classifies the held-out pairs (model.extraction.n_heldout) best.
             detector: real (fitted on the hack/clean pairs) or random (the placebo: a random direction at the same
                 layer and weight norm, flagging as many of the pairs' completions).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
