@@ -18,7 +18,7 @@ from pgrpo.loss import LossConfig
 from pgrpo.batch import Rollouts, Samples
 from pgrpo.module import ProjectedGRPO
 from pgrpo.optim import OptimConfig
-from pgrpo.interventions import AdvGate, Erase, from_config
+from pgrpo.interventions import AdvGate, Erase, ReadsActivations, from_config
 from pgrpo.rollout import pack
 
 
@@ -250,7 +250,10 @@ def test_only_the_oracle_arms_let_the_oracles_verdict_reach_a_reward_or_an_advan
     with pytest.raises(SystemExit):
         main(["fit", "--config", str(CONFIGS / config), "--print_config"])
     resolved = yaml.safe_load(capsys.readouterr().out)
-    monkeypatch.setattr(grpo, "intervention", from_config(resolved["model"]["intervention"]))
+    intervention = from_config(resolved["model"]["intervention"])
+    if isinstance(intervention, ReadsActivations):  # its detector is fitted at train start: a score of the tokens
+        intervention.scores = lambda module, packed: packed.input_ids.float().sum(1)
+    monkeypatch.setattr(grpo, "intervention", intervention)
     monkeypatch.setitem(grpo.hparams, "advantage_scale", resolved["model"]["advantage_scale"])
     problems = load_problems()[:2]
     prompt_ids = [[5, 6, 7]] * 6
