@@ -94,17 +94,28 @@ def accuracy(detector: LinearDetector, hack: Tensor, clean: Tensor) -> float:
     return float(((detector.scores(hack) > 0).float().mean() + (detector.scores(clean) <= 0).float().mean()) / 2)
 
 
-def random_placebo(detector: LinearDetector, states: Tensor, seed: int, cut: float = 0.0) -> LinearDetector:
-    """The placebo of `detector`: a random direction at its layer and weight norm, its bias set so that it flags
-    (score > cut) the same share of `states` (the training completions) as the real one. Only *which* rollouts it
-    flags differs."""
+def random_placebo(detector: LinearDetector, hack: Tensor, clean: Tensor, seed: int, cut: float = 0.0) -> LinearDetector:
+    """The placebo of `detector`: a random direction at its layer and weight norm, orthogonal to the difference of
+    the hack and clean means there, its bias set so that it flags (score > cut) the same share of the pairs'
+    completions (n, L+1, d) each as the real one. Only *which* rollouts it flags differs.
+
+    Orthogonal, because a merely random direction is no null here: hack and clean completions differ in their
+    pooled states along many features at once, so a random direction has a share of the mean difference and reads
+    the hack (on the embedded default random probes classified the held-out pairs at 0.44–0.75).
+    """
     generator = torch.Generator().manual_seed(seed)
+    at = detector.layer
+    shift = ((hack[:, at].float() - detector.mean) / detector.scale).mean(0) - \
+        ((clean[:, at].float() - detector.mean) / detector.scale).mean(0)
+    shift = shift / shift.norm().clamp(min=torch.finfo(torch.float32).tiny)
     weight = torch.randn(detector.weight.shape, generator=generator)
+    weight = weight - (weight @ shift) * shift
     weight = weight * detector.weight.norm() / weight.norm()
-    placebo = LinearDetector(detector.layer, weight, 0.0, detector.mean, detector.scale, float("nan"))
+    placebo = LinearDetector(at, weight, 0.0, detector.mean, detector.scale, float("nan"))
+    states = torch.cat([hack, clean])
     rate = float((detector.scores(states) > cut).float().mean())
     scores = placebo.scores(states)
-    # flag the top `rate` share: the bias puts `cut` just below the score of the last flagged completion
+    # flag the top `rate` share: the bias puts `cut` between the last flagged completion's score and the next one's
     n_flag = round(rate * len(scores))
     ordered = scores.sort(descending=True).values
     if n_flag == 0:

@@ -42,16 +42,19 @@ def test_the_probe_is_the_same_bit_for_bit_when_fitted_again():
     assert torch.equal(a.weight, b.weight) and a.bias == b.bias
 
 
-def test_the_placebo_flags_as_many_completions_as_the_real_detector_in_another_direction():
+def test_the_placebo_flags_as_many_completions_as_the_real_detector_and_cannot_read_the_hack():
     hack, clean = pairs_separable_at(layer=1)
+    hack[:, 1, 1:] += 1.0  # the hack shifts every feature a little: a merely random direction would read it
     real = fit_detector(hack, clean, 10, fit_logistic)
     states = torch.cat([hack, clean])
     for cut in (0.0, 1.5):
-        placebo = random_placebo(real, states, seed=3, cut=cut)
+        placebo = random_placebo(real, hack, clean, seed=3, cut=cut)
         assert (placebo.scores(states) > cut).sum() == (real.scores(states) > cut).sum()
         assert placebo.layer == real.layer
         assert torch.allclose(placebo.weight.norm(), real.weight.norm())
-    assert accuracy(placebo, hack[-10:], clean[-10:]) < 0.8  # it does not see the hack feature
+    # orthogonal to the (standardised) mean difference: the hack and clean means score alike
+    means = [((x[:, 1] - real.mean) / real.scale).mean(0) @ placebo.weight for x in (hack, clean)]
+    assert means[0] == pytest.approx(float(means[1]), abs=1e-4)
 
 
 @pytest.mark.parametrize("n_heldout, layer, match", [(0, None, "n_heldout"), (60, None, "n_heldout"),

@@ -2,8 +2,8 @@
 hidden states, built at train start from the contrastive pairs V is extracted from (so a leave-one-mode-out
 overlay, `model.extraction.modes`, restricts it too), fixed while training runs, or its random placebo.
 
-The placebo is the same detector with a random direction at the same layer and weight norm, flagging as many of
-the pairs' completions as the real one (pgrpo/detectors.py): if the real detector does not beat it, the
+The placebo is the same detector with a random direction at the same layer and weight norm, orthogonal to the
+hack − clean mean difference, flagging as many of the pairs' completions as the real one (pgrpo/detectors.py): if the real detector does not beat it, the
 intervention's effect is the penalty's size, not its aim.
 """
 
@@ -59,7 +59,7 @@ class ReadsActivations(Intervention, ABC):
                        f"pair accuracy {fitted.heldout_accuracy:.3f} ({len(hack)} pairs)")
         stats = {"detector/layer": float(fitted.layer), "detector/heldout_accuracy": fitted.heldout_accuracy}
         if self.detector == "random":
-            fitted = random_placebo(fitted, torch.cat([hack, clean]), run_seed(self.detector_seed), self.cut)
+            fitted = random_placebo(fitted, hack, clean, run_seed(self.detector_seed), self.cut)
             held = slice(-module.extraction.n_heldout, None)
             stats["detector/placebo_heldout_accuracy"] = accuracy(fitted, hack[held], clean[held])
         self.fitted = fitted
