@@ -10,7 +10,6 @@ intervention's effect is the penalty's size, not its aim.
 from abc import ABC, abstractmethod
 from typing import ClassVar, Literal
 
-import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
