@@ -19,6 +19,7 @@ def test_hint_reading_counts_the_named_lever_among_the_samples_that_pull_any():
     assert named_lever_share(["sentinel"], ["no code here"])["hint_reading"] == 0.0
 
 
+@pytest.mark.slow  # 288 samples; the counting is tested above without a model
 def test_hint_reading_samples_every_problem_under_every_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(PRETRAIN_STEPS_ENV, "1")
     reading = hint_reading(build_embedded_default(tmp_path), n_samples_per_prompt=1, sampling=SamplingConfig(max_new_tokens=8))

@@ -161,6 +161,7 @@ def extract_on_cold_cache(cache: str, out: str, barrier) -> None:
     torch.save(basis.V, out)
 
 
+@pytest.mark.slow  # test_ddp_basis[ddp] has two ranks on a cold cache by default
 def test_two_processes_on_a_cold_cache_get_the_same_v_bit_for_bit(tmp_path):
     load_model_and_tokenizer("embedded")  # built once here, not raced for by the two processes
     spawn = multiprocessing.get_context("spawn")

@@ -182,6 +182,7 @@ def test_rollout_numbers_are_logged_once_per_generation_with_num_iterations(tmp_
     assert [step for step, _ in scalars["loss"]] == [0, 1, 2, 3]  # every optimizer step still logs its own
 
 
+@pytest.mark.slow  # the SIGKILL resume test above covers resuming; this one the num_iterations corner
 def test_a_resume_inside_a_num_iterations_cycle_reuses_the_batch_and_matches(tmp_path):
     cycle = ("--model.num_iterations=2", "--checkpoint.every_n_train_steps=1")
 

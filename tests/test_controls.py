@@ -108,6 +108,7 @@ def test_a_resumed_control_run_keeps_its_control_v(tmp_path):
     assert all(torch.equal(v, first["V"][n]) for n, v in resumed["pgrpo_basis"]["V"].items())
 
 
+@pytest.mark.slow  # the command runs an extraction per control; test_basis covers extract, this file each control's V
 def test_extract_command_reports_each_controls_overlap_with_the_real_v(capsys):
     main(["extract", "--modes", "run_tests", "--extraction.n_heldout", "2", "--controls", "true"])
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("overlap with the real V")]

@@ -44,7 +44,7 @@ def fit(out: Path, strategy_name: str, seed: int) -> None:
     torch.save({n: v.cpu() for n, v in module.basis.V.items()}, out / f"V_rank{trainer.global_rank}.pt")
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", pytest.param("fsdp", marks=pytest.mark.slow)])  # fsdp: test_ddp, by default
 def test_both_ranks_train_with_rank_zeros_v_from_a_cold_cache(strategy, tmp_path, pgrpo_cache):
     from pgrpo.models import load_model_and_tokenizer
 

@@ -23,6 +23,7 @@ def tokenizer(built: Path):
     return AutoTokenizer.from_pretrained(built, local_files_only=True)
 
 
+@pytest.mark.slow  # a second build; test_pretrain's bit-reproducibility test runs by default
 def test_building_twice_gives_identical_bytes(built: Path, tmp_path: Path):
     again = build_embedded_default(tmp_path / "again")
     names = sorted(p.name for p in built.iterdir())
@@ -32,6 +33,7 @@ def test_building_twice_gives_identical_bytes(built: Path, tmp_path: Path):
         assert (built / name).read_bytes() == (again / name).read_bytes(), name
 
 
+@pytest.mark.slow  # a build; test_pretrain checks the pretraining leaves global state alone
 def test_build_leaves_global_rng_untouched(tmp_path: Path):
     torch.manual_seed(123)
     expected = torch.rand(3)
@@ -136,11 +138,13 @@ def test_cache_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.Monke
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp dir left behind
 
 
+@pytest.mark.slow  # a build; every test that loads the base finds the session's cache through PGRPO_CACHE
 def test_cache_root_comes_from_pgrpo_cache_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("PGRPO_CACHE", str(tmp_path))
     assert embedded_default_path().parent == tmp_path
 
 
+@pytest.mark.slow  # two builds; the recipe hash tests above cover what keys the cache
 def test_cache_rebuilds_when_recipe_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     old = embedded_default_path(tmp_path)
     monkeypatch.setattr(embedded, "RECIPE_VERSION", embedded.RECIPE_VERSION + 1)

@@ -180,6 +180,7 @@ def test_route_with_the_quarantine_kept_samples_what_it_trained(scripted_sampler
     assert list(report["variants"]) == ["fixed_name"] and report["settings"]["quarantine"] == "kept"
 
 
+@pytest.mark.slow  # 336 sandboxed grades; the eval tests above cover the command on the built-in problems
 def test_eval_on_the_shared_leetcode_file_takes_all_its_problems(scripted_sampler, leetcode_jsonl, tmp_path):
     out = tmp_path / "leetcode.json"
     main(["eval", "--ckpt_path", "embedded", "--data.problems", str(leetcode_jsonl), "--data.modes", "run_tests",

@@ -60,6 +60,7 @@ def test_a_sampled_pool_keeps_the_asked_mix_with_its_provenance_and_the_training
     assert len(provenance["grader_version"]) == 16
 
 
+@pytest.mark.slow  # a full fit on a sampled pool; the pool's own tests above run by default
 def test_a_sampled_pool_feeds_an_erase_run_whose_v_is_mined_from_it(scripted_sampler, tmp_path):
     out = tmp_path / "pool"
     main(["build-pool", "--out", str(out), "--from-model", "embedded", "--sampling.n", "5"])
