@@ -65,12 +65,12 @@ def _legacy_run_kind(config: dict) -> str:
     return "vanilla" if setting(config, "model.projection.arm", "none") == "none" else "method"
 
 
-def is_erase(config: dict) -> bool:
-    """Whether the run's intervention is erase (the weak-detector table's method)."""
-    chosen = setting(config, "model.intervention", None)
+def intervention_class(config: dict | None) -> str | None:
+    """The class name of the run's intervention (Erase, ProbePenalty, ...); None for a run saved without one."""
+    chosen = setting(config or {}, "model.intervention", None)
     if isinstance(chosen, dict) and "class_path" in chosen:
-        return chosen["class_path"].rsplit(".", 1)[-1] == "Erase"
-    return setting(config, "model.projection.arm", "none") == "erase"
+        return chosen["class_path"].rsplit(".", 1)[-1]
+    return None
 
 
 def arm_kind(runs: list[Run]) -> str:
@@ -171,14 +171,45 @@ def hacked(scalars: Scalars) -> bool:
     return any(step in solve and hack > solve[step] for step, hack in scalars.get(HACK, []))
 
 
+def placebos(by_arm: dict[str, list[Run]], last: int) -> dict[str, str]:
+    """Each method arm's placebo in this report: a control arm running the same intervention class under the same
+    overlays (`probe_penalty` → `probe_penalty_random`, `erase` → `random_v`); of several, the one that hacks least
+    (the hardest to beat)."""
+    def signature(arm: str) -> tuple[str | None, tuple[str, ...]]:
+        classes = {intervention_class(r.config) for r in by_arm[arm]}
+        return (classes.pop() if len(classes) == 1 else None), tuple(arm.split("+")[1:])
+
+    controls = [arm for arm, runs in by_arm.items() if arm_kind(runs) == "control"]
+    found = {}
+    for arm, runs in by_arm.items():
+        if arm_kind(runs) != "method" or signature(arm)[0] is None:
+            continue
+        own = [c for c in controls if signature(c) == signature(arm)]
+        if own:
+            found[arm] = min(own, key=lambda c: (mean_over_seeds(by_arm[c], HACK, last) or 0.0, c))
+    return found
+
+
+def placebo_gap(runs: list[Run], placebo: str, placebo_runs: list[Run], last: int) -> str:
+    """The placebo's hack minus the arm's, paired by seed, and at how many paired seeds the arm hacks less."""
+    base = {r.seed: r for r in placebo_runs}
+    diffs = _present(_diff(tail_mean(base[r.seed].scalars, HACK, last), tail_mean(r.scalars, HACK, last))
+                     for r in runs if r.seed in base)
+    if not diffs:
+        return f"– ({placebo}: no seed in common)"
+    return f"{mean_std(diffs)} vs {placebo} ({sum(d > 0 for d in diffs)}/{len(diffs)})"
+
+
 def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest: str | None, last: int = 5) -> str:
     """One markdown row per arm: its kind, seeds, last-`last`-step mean ± std of hack and solve, their deltas
-    paired with `pairs[arm]` at the same seed, solve against the `honest` arm's, hacked runs, cin."""
+    paired with `pairs[arm]` at the same seed, solve against the `honest` arm's, hacked runs, the gap to the arm's
+    own placebo, cin."""
     logged = {tag for runs in by_arm.values() for r in runs for tag in r.scalars}
     columns = list(COLUMNS) + [(c, tag) for c, tag in STATE_COLUMNS + OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
     header = ["arm", "kind", "seeds", "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
-              *[c for c, _ in columns[2:]]]
+              "placebo gap", *[c for c, _ in columns[2:]]]
+    placebo_of = placebos(by_arm, last)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for arm, runs in by_arm.items():
         cells = {c: mean_std(_present(tail_mean(r.scalars, tag, 1 if tag in read_last else last)
@@ -187,7 +218,9 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
         deltas = [paired_delta(runs, by_arm[base], tag, last) if base else "–" for tag in (HACK, SOLVE)]
         gap = solve_gap(runs, by_arm[honest] if honest else None, last)
         n_hacked = f"{sum(hacked(r.scalars) for r in runs)}/{len(runs)}"
-        row = [arm, arm_kind(runs), str(len(runs)), cells["hack"], cells["solve"], *deltas, gap, n_hacked,
+        placebo = placebo_of.get(arm)
+        beats = placebo_gap(runs, placebo, by_arm[placebo], last) if placebo else "–"
+        row = [arm, arm_kind(runs), str(len(runs)), cells["hack"], cells["solve"], *deltas, gap, n_hacked, beats,
                *[cells[c] for c, _ in columns[2:]]]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -210,39 +243,41 @@ def mode_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | None:
 
 
 def lomo_role(config: dict | None) -> tuple[str, str] | None:
-    """(held-out mode, 'vanilla' | 'erase') for a run of the weak-detector table: a leave-one-mode-out run that is
-    vanilla, or the erase method; None for any other run (a control or a skyline answers another question)."""
+    """(held-out mode, 'vanilla' | 'method') for a run of the weak-detector table: a leave-one-mode-out run that is
+    vanilla or a method; None for any other run (a control or a skyline answers another question)."""
     mode, kind = held_out_mode(config), run_kind(config)
-    if mode is None:
+    if mode is None or kind not in ("vanilla", "method"):
         return None
-    if kind == "vanilla":
-        return mode, "vanilla"
-    if kind == "method" and is_erase(config):
-        return mode, "erase"
-    return None
+    return mode, kind
 
 
 def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | None:
-    """Per held-out mode: that mode's own hack and solve under the vanilla and the erase leave-one-mode-out arm,
-    and Δhack paired by seed; None without leave-one-mode-out arms. Of several arms in one role, the one named
-    as the sweep names it (`erase+lomo_<mode>`) is taken, else the first by name."""
-    candidates: dict[tuple[str, str], list[str]] = {}
+    """One row per leave-one-mode-out method arm: the held-out mode's own hack and solve under it and under the
+    vanilla arm holding out the same mode, and Δhack paired by seed (a mode with a vanilla arm only gets a row
+    too); None without leave-one-mode-out arms. Of several vanilla arms for one mode, the one named as the sweep
+    names it (`vanilla+lomo_<mode>`) is taken, else the first by name."""
+    roles: dict[str, tuple[str, str]] = {}
     for arm, runs in by_arm.items():
-        roles = {lomo_role(r.config) for r in runs}
-        if len(roles) == 1 and (role := roles.pop()):
-            candidates.setdefault(role, []).append(arm)
-    if not candidates:
+        found = {lomo_role(r.config) for r in runs}
+        if len(found) == 1 and (role := found.pop()):
+            roles[arm] = role
+    if not roles:
         return None
-    chosen = {(mode, who): min(arms, key=lambda a: (a != f"{who}+lomo_{mode}", a))
-              for (mode, who), arms in candidates.items()}
-    header = ["held-out mode", "vanilla hack", "vanilla solve", "erase hack", "erase solve", "Δhack"]
+    vanilla_of: dict[str, str] = {}
+    for arm, (mode, who) in sorted(roles.items(), key=lambda item: (item[0] != f"vanilla+lomo_{item[1][0]}", item[0])):
+        if who == "vanilla":
+            vanilla_of.setdefault(mode, arm)
+    methods = [(mode, arm) for arm, (mode, who) in roles.items() if who == "method"]
+    rows = sorted(methods + [(mode, None) for mode in vanilla_of if mode not in {m for m, _ in methods}],
+                  key=lambda row: (row[0], row[1] or ""))
+    header = ["held-out mode", "method arm", "vanilla hack", "vanilla solve", "method hack", "method solve", "Δhack"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for mode in sorted({mode for mode, _ in chosen}):
-        vanilla, erase = (by_arm.get(chosen.get((mode, who)), []) for who in ("vanilla", "erase"))
+    for mode, arm in rows:
+        vanilla, method = by_arm.get(vanilla_of.get(mode), []), by_arm.get(arm, [])
         rates = [mean_std(_present(tail_mean(r.scalars, f"{tag}_{mode}", last) for r in runs))
-                 for runs in (vanilla, erase) for tag in (HACK, SOLVE)]
-        delta = paired_delta(erase, vanilla, f"{HACK}_{mode}", last)
-        lines.append("| " + " | ".join([mode, *rates, delta]) + " |")
+                 for runs in (vanilla, method) for tag in (HACK, SOLVE)]
+        delta = paired_delta(method, vanilla, f"{HACK}_{mode}", last) if method and vanilla else "–"
+        lines.append("| " + " | ".join([mode, arm or "–", *rates, delta]) + " |")
     return "\n".join(lines)
 
 
@@ -307,6 +342,9 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
              f"in the prompt): compare hack at matched solve. " if honest else
              "solve − honest: – (this sweep has no honest arm, data.modes none). ")
     text += "hacked = runs that at some step hacked more samples than they solved. "
+    text += ("placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, "
+             "the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks "
+             "less. ")
     if skylines:
         text += (", ".join(f"`{arm}`" for arm in skylines) + ": oracle skyline, it uses the oracle's labels: "
                  "a ceiling to compare against, not a method. ")
@@ -317,7 +355,7 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
 def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5,
            arms: list[str] | None = None) -> None:
     """Print a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest arm,
-    hacked runs, cin) and write PNG curves and a hack-against-solve plot.
+    hacked runs, the gap to each method's placebo, cin) and write PNG curves and a hack-against-solve plot.
 
     Per arm: its kind (vanilla, method, control = a negative control, oracle skyline = a ground-truth
     intervention that uses the oracle's labels, positive control = the honest arm with no loophole);
@@ -325,12 +363,15 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     sample std across seeds; the paired difference with vanilla at the same seed (Δ), flagged (n.s.) when
     its 95% t-interval over seeds contains 0 or fewer than 2 seeds pair up; solve − honest, the arm's mean
     solve minus the honest arm's (data.modes none), so hack is read at matched solve; hacked, how many of
-    its runs at some step hacked more samples than they solved (the public benchmark's definition);
+    its runs at some step hacked more samples than they solved (the public benchmark's definition); placebo
+    gap, for a method whose placebo is in the report (a control arm of the same intervention class and
+    overlays; of several, the one that hacks least), the placebo's hack minus the method's paired by seed,
+    and at how many seeds the method hacks less;
     cin_student and cin_teacher, each beside its null (what a random direction with the same per-module
     gradient norms would give: √(Σ_m w_m k_m / 2 r_m), w_m = module m's share of ‖g‖²). Then hack / solve
     per loophole mode, and, when the sweep has leave-one-mode-out arms (model.extraction.modes lacks one
-    mode), the weak-detector table: per held-out mode, that mode's hack and solve under the vanilla and the
-    erase arm with it held out, and their Δhack paired by seed.
+    mode), the weak-detector table: per held-out mode and method, that mode's hack and solve under the
+    vanilla and the method arm with it held out, and their Δhack paired by seed.
 
     Args:
         logdir: a sweep directory: runs are LOGDIR/<arm>/seed<k>/ as `pgrpo sweep` writes them (any
@@ -392,8 +433,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         parts += [f"Per loophole mode, hack / solve (last-{last}-step means over seeds):", modes]
     weak = weak_detector_table(by_arm, last)
     if weak:
-        parts += [f"Weak detector: V built without the held-out mode (leave-one-mode-out); that mode's own hack "
-                  f"and solve, last-{last}-step mean ± std over seeds; Δhack = erase − vanilla, paired by seed:",
+        parts += [f"Weak detector: the detector built without the held-out mode (leave-one-mode-out); that mode's own hack "
+                  f"and solve, last-{last}-step mean ± std over seeds; Δhack = method − vanilla, paired by seed:",
                   weak]
     parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")
     text = "\n\n".join(parts) + "\n"

@@ -81,13 +81,13 @@ def sweep_dir(tmp_path_factory) -> Path:
 def expected(root: Path) -> str:
     return f"""# pgrpo report: {root}
 
-Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed; (n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: these seeds cannot separate the two arms. solve − honest: – (this sweep has no honest arm, data.modes none). hacked = runs that at some step hacked more samples than they solved. cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
+Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed; (n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: these seeds cannot separate the two arms. solve − honest: – (this sweep has no honest arm, data.modes none). hacked = runs that at some step hacked more samples than they solved. placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks less. cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
 
-| arm | kind | seeds | hack | solve | Δhack | Δsolve | solve − honest | hacked | cin_student | null_student | cin_teacher | null_teacher | deploy hack | deploy solve |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-| vanilla | vanilla | 2 | 0.700 ± 0.141 | 0.300 ± 0.141 | – | – | – | 2/2 | 0.400 ± 0.141 | 0.200 ± 0.000 | 0.600 ± 0.141 | 0.100 ± 0.000 | – | – |
-| erase | method | 2 | 0.400 ± 0.283 | 0.200 ± 0.000 | -0.300 ± 0.141 (n.s.) | -0.100 ± 0.141 (n.s.) | – | 1/2 | 0.200 ± 0.141 | 0.200 ± 0.000 | 0.300 ± 0.141 | 0.100 ± 0.000 | – | – |
-| route | method | 1 | 0.500 | 0.300 | -0.100 (n.s.) | 0.100 (n.s.) | – | 1/1 | 0.250 | 0.200 | – | – | 0.100 | 0.250 |
+| arm | kind | seeds | hack | solve | Δhack | Δsolve | solve − honest | hacked | placebo gap | cin_student | null_student | cin_teacher | null_teacher | deploy hack | deploy solve |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| vanilla | vanilla | 2 | 0.700 ± 0.141 | 0.300 ± 0.141 | – | – | – | 2/2 | – | 0.400 ± 0.141 | 0.200 ± 0.000 | 0.600 ± 0.141 | 0.100 ± 0.000 | – | – |
+| erase | method | 2 | 0.400 ± 0.283 | 0.200 ± 0.000 | -0.300 ± 0.141 (n.s.) | -0.100 ± 0.141 (n.s.) | – | 1/2 | – | 0.200 ± 0.141 | 0.200 ± 0.000 | 0.300 ± 0.141 | 0.100 ± 0.000 | – | – |
+| route | method | 1 | 0.500 | 0.300 | -0.100 (n.s.) | 0.100 (n.s.) | – | 1/1 | – | 0.250 | 0.200 | – | – | 0.100 | 0.250 |
 
 Per loophole mode, hack / solve (last-5-step means over seeds):
 
@@ -293,14 +293,52 @@ def test_significance_takes_the_t_quantile_of_the_seed_count():
     assert separated([1.32, -0.68] * 20)  # mean / (sd/√n) = 2.00: beyond df 30 the normal's 1.96 (t(39) = 2.02)
 
 
-def test_weak_detector_table_compares_the_held_out_modes_own_rates_under_vanilla_and_erase(matched_sweep):
+def test_weak_detector_table_compares_the_held_out_modes_own_rates_under_vanilla_and_the_method(matched_sweep):
     rows = table(matched_report(matched_sweep), "held-out mode")
     assert rows == {
-        "run_tests": {"held-out mode": "run_tests", "vanilla hack": "0.600 ± 0.100", "vanilla solve": "0.200 ± 0.000",
-                      "erase hack": "0.400 ± 0.000", "erase solve": "0.250 ± 0.000",
-                      "Δhack": "-0.200 ± 0.100 (n.s.)"},
-        "sentinel": {"held-out mode": "sentinel", "vanilla hack": "0.900", "vanilla solve": "0.100",
-                     "erase hack": "–", "erase solve": "–", "Δhack": "–"}}
+        "run_tests": {"held-out mode": "run_tests", "method arm": "erase+lomo_run_tests",
+                      "vanilla hack": "0.600 ± 0.100", "vanilla solve": "0.200 ± 0.000",
+                      "method hack": "0.400 ± 0.000", "method solve": "0.250 ± 0.000", "Δhack": "-0.200 ± 0.100 (n.s.)"},
+        "sentinel": {"held-out mode": "sentinel", "method arm": "–", "vanilla hack": "0.900", "vanilla solve": "0.100",
+                     "method hack": "–", "method solve": "–", "Δhack": "–"}}
+
+
+def test_every_method_gets_its_own_weak_detector_row_against_the_vanilla_arm_holding_out_the_same_mode(tmp_path):
+    root = tmp_path / "lomo"
+    held = {"model": {"extraction": {"modes": ALL_BUT["run_tests"]}}}
+    for arm, name, hack in (("vanilla+lomo_run_tests", "Vanilla", 0.6), ("erase+lomo_run_tests", "Erase", 0.4),
+                            ("probe_penalty+lomo_run_tests", "ProbePenalty", 0.1)):
+        write_run(root / arm / "seed0", "none", {HACK: 0.5, SOLVE: 0.2, f"{HACK}_run_tests": hack,
+                                                 f"{SOLVE}_run_tests": 0.2},
+                  config={"model": {"intervention": {"class_path": f"pgrpo.interventions.{name}"}} | held["model"]})
+    main(["report", str(root)])
+    text = (root / "report" / "report.md").read_text()
+    lines = text[text.index("| held-out mode |"):].splitlines()[2:4]
+    assert [line.split(" | ")[1] for line in lines] == ["erase+lomo_run_tests", "probe_penalty+lomo_run_tests"]
+    assert [line.split(" | ")[-1] for line in lines] == ["-0.200 (n.s.) |", "-0.500 (n.s.) |"]
+
+
+def test_a_methods_placebo_gap_is_against_its_own_least_hacking_control_under_the_same_overlays(tmp_path, capsys):
+    root = tmp_path / "placebos"
+
+    def run(arm: str, name: str, hacks: list[float], args: dict | None = None):
+        chosen = {"class_path": f"pgrpo.interventions.{name}"} | ({"init_args": args} if args else {})
+        for k, hack in enumerate(hacks):
+            write_run(root / arm / f"seed{k}", "none", {HACK: hack, SOLVE: 0.2},
+                      config={"model": {"intervention": chosen}})
+
+    run("vanilla", "Vanilla", [0.6, 0.6, 0.6])
+    run("probe_penalty", "ProbePenalty", [0.0, 0.1, 0.3])
+    run("probe_penalty_random", "ProbePenalty", [0.4, 0.4, 0.2], {"detector": "random"})
+    run("erase", "Erase", [0.3, 0.3, 0.3])
+    run("random_v", "Erase", [0.6, 0.5, 0.6], {"v": "random"})
+    run("shuffled_v", "Erase", [0.5, 0.4, 0.5], {"v": "shuffled"})  # hacks less than random_v: erase's placebo
+    run("erase+no_teacher", "Erase", [0.3, 0.3, 0.3])  # no control under its overlays
+    main(["report", str(root)])
+    gaps = {arm: row["placebo gap"] for arm, row in table(capsys.readouterr().out, "arm").items()}
+    assert gaps == {"vanilla": "–", "probe_penalty": "0.200 ± 0.265 vs probe_penalty_random (2/3)",
+                    "probe_penalty_random": "–", "erase": "0.167 ± 0.058 vs shuffled_v (3/3)", "random_v": "–",
+                    "shuffled_v": "–", "erase+no_teacher": "–"}
 
 
 def test_the_matched_solve_plot_is_written(matched_sweep):
