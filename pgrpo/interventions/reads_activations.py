@@ -61,6 +61,8 @@ class ReadsActivations(Intervention, ABC):
             fitted = random_placebo(fitted, hack, clean, run_seed(self.detector_seed), self.cut)
             held = slice(-module.extraction.n_heldout, None)
             stats["detector/placebo_heldout_accuracy"] = accuracy(fitted, hack[held], clean[held])
+            rank_zero_info(f"{self.arm()}: the placebo reads a random direction there, orthogonal to the hack − clean "
+                           f"mean difference: held-out pair accuracy {stats['detector/placebo_heldout_accuracy']:.3f}")
         self.fitted = fitted
         log_at_start(module, stats)
 

@@ -34,10 +34,14 @@ def test_the_detector_is_logged_at_start_and_scored_against_the_oracle_every_ste
     assert [step for step, _ in scalars["detector/flagged"]] == [0, 1]
 
 
-def test_a_resumed_run_rebuilds_the_same_probe_from_the_base_whatever_the_knobs_learned():
-    module = trained(ProbePenalty(detector="random"))
+def test_a_resumed_run_rebuilds_the_same_probe_from_the_base_whatever_the_knobs_learned(caplog):
+    with caplog.at_level("INFO"):
+        module = trained(ProbePenalty(detector="random"))
+    # the placebo says what it reads, lest its log line read as the real detector's
+    assert "the placebo reads a random direction there, orthogonal to the hack − clean mean difference" in caplog.text
     assert any(m.delta_s.abs().sum() > 0 for m in module.adapter.values())
     before = copy.deepcopy(module.intervention.fitted)
     module.intervention.prepare(module)
     after = module.intervention.fitted
     assert torch.equal(before.weight, after.weight) and before.bias == after.bias and before.layer == after.layer
+
