@@ -21,39 +21,22 @@ from torch.distributed.tensor import DTensor
 from pgrpo.callbacks import HackMetricsLogger
 from pgrpo.data import GRPODataModule, PromptGroup
 from pgrpo.env import GradeResult
-from pgrpo.env.exploits import clean_completion, hack_completion
-from pgrpo.extraction import HackBasis, random_basis_like
 from pgrpo.batch import Samples
 from pgrpo.module import GenerationConfig, ProjectedGRPO
 from pgrpo.interventions import Erase
 from pgrpo.strategy import ShardedBaseStrategy
+from scripted import KINDS, ScriptedStudents
 
 STEPS = 3
 PROMPTS_PER_STEP = 2  # global: one prompt per rank under DDP
-KINDS = ("hack", "clean", "no answer")  # the scripted student rows of every prompt, in this order
 
 
-class ScriptedGRPO(ProjectedGRPO):
+class ScriptedGRPO(ScriptedStudents):
     """Deterministic students and grades; records the gradient each rank's projection sees."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.seen: list[dict] = []
-
-    def on_fit_start(self) -> None:
-        shapes = HackBasis({n: torch.zeros(2, m.rank) for n, m in self.adapter.items()},
-                           {n: torch.ones(2) for n in self.adapter})
-        self.basis = random_basis_like(shapes, seed=0)  # no extraction: V only has to be the same in both runs
-        super().on_fit_start()
-
-    def generate(self, groups: list[PromptGroup]) -> Samples:
-        texts = [text for grp in groups for text in (hack_completion(grp.problem, grp.problem.mode),
-                                                      clean_completion(grp.problem), "I am not sure.")]
-        eos = self.tokenizer.eos_token_id
-        prompt_ids = [self.tokenizer(grp.prompt, add_special_tokens=False)["input_ids"] for grp in groups]
-        return Samples([ids for ids in prompt_ids for _ in KINDS],
-                       [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] for t in texts],
-                       [False] * len(texts), texts)
 
     def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
         grades = []

@@ -20,12 +20,10 @@ import pgrpo.interventions
 from pgrpo.batch import Samples
 from pgrpo.data import GRPODataModule, PromptGroup
 from pgrpo.env import GradeResult
-from pgrpo.env.exploits import clean_completion, hack_completion
-from pgrpo.extraction import HackBasis, random_basis_like
 from pgrpo.interventions import Intervention
-from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.module import GenerationConfig
+from scripted import KINDS, ScriptedStudents
 
-KINDS = ("hack", "clean", "no answer")  # the scripted student rows of every prompt, in this order
 
 
 def interventions() -> list[type[Intervention]]:
@@ -44,27 +42,12 @@ def scrambled(key: str, label: bool, scramble: bool) -> bool:
     return hashlib.sha256(key.encode()).digest()[0] % 2 == 1 if scramble else label
 
 
-class ScriptedGRPO(ProjectedGRPO):
+class ScriptedGRPO(ScriptedStudents):
     """Scripted students graded by rule; the oracle's labels scrambled when `scramble`."""
 
     def __init__(self, scramble: bool, **kwargs):
         super().__init__(**kwargs)
         self.scramble = scramble
-
-    def on_fit_start(self) -> None:
-        shapes = HackBasis({n: torch.zeros(2, m.rank) for n, m in self.adapter.items()},
-                           {n: torch.ones(2) for n in self.adapter})
-        self.basis = random_basis_like(shapes, seed=0)  # no extraction: V only has to be the same in both runs
-        super().on_fit_start()
-
-    def generate(self, groups: list[PromptGroup]) -> Samples:
-        texts = [text for grp in groups for text in (hack_completion(grp.problem, grp.problem.mode),
-                                                      clean_completion(grp.problem), "I am not sure.")]
-        eos = self.tokenizer.eos_token_id
-        prompt_ids = [self.tokenizer(grp.prompt, add_special_tokens=False)["input_ids"] for grp in groups]
-        return Samples([ids for ids in prompt_ids for _ in KINDS],
-                       [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [eos] for t in texts],
-                       [False] * len(texts), texts)
 
     def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
         grades = []
