@@ -24,10 +24,13 @@ class LinearDetector:
     scale: Tensor  # (d,)
     heldout_accuracy: float
 
+    def features(self, states: Tensor) -> Tensor:
+        """(B, L+1, d) → (B, d) fp32: the detector's layer, standardised."""
+        return (states[:, self.layer].float() - self.mean.to(states.device)) / self.scale.to(states.device)
+
     def scores(self, states: Tensor) -> Tensor:
         """(B, L+1, d) → (B,) fp32."""
-        x = (states[:, self.layer].float() - self.mean.to(states.device)) / self.scale.to(states.device)
-        return x @ self.weight.to(states.device) + self.bias
+        return self.features(states) @ self.weight.to(states.device) + self.bias
 
 
 # (hack, clean) standardised features (n, d) each → (weight (d,), bias)
@@ -104,14 +107,12 @@ def random_placebo(detector: LinearDetector, hack: Tensor, clean: Tensor, seed: 
     the hack (on the embedded default random probes classified the held-out pairs at 0.44–0.75).
     """
     generator = torch.Generator().manual_seed(seed)
-    at = detector.layer
-    shift = ((hack[:, at].float() - detector.mean) / detector.scale).mean(0) - \
-        ((clean[:, at].float() - detector.mean) / detector.scale).mean(0)
+    shift = detector.features(hack).mean(0) - detector.features(clean).mean(0)
     shift = shift / shift.norm().clamp(min=torch.finfo(torch.float32).tiny)
     weight = torch.randn(detector.weight.shape, generator=generator)
     weight = weight - (weight @ shift) * shift
     weight = weight * detector.weight.norm() / weight.norm()
-    placebo = LinearDetector(at, weight, 0.0, detector.mean, detector.scale, float("nan"))
+    placebo = LinearDetector(detector.layer, weight, 0.0, detector.mean, detector.scale, float("nan"))
     states = torch.cat([hack, clean])
     rate = float((detector.scores(states) > cut).float().mean())
     scores = placebo.scores(states)

@@ -53,7 +53,7 @@ def test_the_placebo_flags_as_many_completions_as_the_real_detector_and_cannot_r
         assert placebo.layer == real.layer
         assert torch.allclose(placebo.weight.norm(), real.weight.norm())
     # orthogonal to the (standardised) mean difference: the hack and clean means score alike
-    means = [((x[:, 1] - real.mean) / real.scale).mean(0) @ placebo.weight for x in (hack, clean)]
+    means = [real.features(x).mean(0) @ placebo.weight for x in (hack, clean)]
     assert means[0] == pytest.approx(float(means[1]), abs=1e-4)
 
 

@@ -263,10 +263,11 @@ def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | No
             roles[arm] = role
     if not roles:
         return None
-    vanilla_of: dict[str, str] = {}
-    for arm, (mode, who) in sorted(roles.items(), key=lambda item: (item[0] != f"vanilla+lomo_{item[1][0]}", item[0])):
+    vanillas: dict[str, list[str]] = {}
+    for arm, (mode, who) in roles.items():
         if who == "vanilla":
-            vanilla_of.setdefault(mode, arm)
+            vanillas.setdefault(mode, []).append(arm)
+    vanilla_of = {mode: min(arms, key=lambda a: (a != f"vanilla+lomo_{mode}", a)) for mode, arms in vanillas.items()}
     methods = [(mode, arm) for arm, (mode, who) in roles.items() if who == "method"]
     rows = sorted(methods + [(mode, None) for mode in vanilla_of if mode not in {m for m, _ in methods}],
                   key=lambda row: (row[0], row[1] or ""))
@@ -433,8 +434,9 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         parts += [f"Per loophole mode, hack / solve (last-{last}-step means over seeds):", modes]
     weak = weak_detector_table(by_arm, last)
     if weak:
-        parts += [f"Weak detector: the detector built without the held-out mode (leave-one-mode-out); that mode's own hack "
-                  f"and solve, last-{last}-step mean ± std over seeds; Δhack = method − vanilla, paired by seed:",
+        parts += [f"Weak detector: the detector built without the held-out mode (leave-one-mode-out); that mode's "
+                  f"own hack and solve, last-{last}-step mean ± std over seeds; Δhack = method − vanilla, paired by "
+                  f"seed:",
                   weak]
     parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")
     text = "\n\n".join(parts) + "\n"

@@ -3,8 +3,8 @@ hidden states, built at train start from the contrastive pairs V is extracted fr
 overlay, `model.extraction.modes`, restricts it too), fixed while training runs, or its random placebo.
 
 The placebo is the same detector with a random direction at the same layer and weight norm, orthogonal to the
-hack − clean mean difference, flagging as many of the pairs' completions as the real one (pgrpo/detectors.py): if the real detector does not beat it, the
-intervention's effect is the penalty's size, not its aim.
+hack − clean mean difference, flagging as many of the pairs' completions as the real one (pgrpo/detectors.py):
+if the real detector does not beat it, the intervention's effect is the penalty's size, not its aim.
 """
 
 from abc import ABC, abstractmethod
