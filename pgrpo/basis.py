@@ -58,13 +58,15 @@ class ExtractionConfig:
     """Order of the pairs, which decides the held-out ones."""
 
 
-def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: str = "none") -> list[ContrastivePair]:
-    """The pairs V is extracted from; `control` gives the negative-control sets (shuffled | nonhack)."""
+def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: str = "none",
+                      openings: str = "shared") -> list[ContrastivePair]:
+    """The pairs V is extracted from; `control` gives the negative-control sets (shuffled | nonhack); template
+    hacks open as the model's substrate opens them (`openings`, pgrpo.models.hack_openings)."""
     if control == "nonhack":
         pairs = nonhack_pairs(problems, cfg.modes)
     elif cfg.pairs == "templates":
         # the shuffled control deals labels across several completions of each problem
-        pairs = template_pairs(problems, cfg.modes, variants=SHUFFLED_VARIANTS if control == "shuffled" else 1)
+        pairs = template_pairs(problems, cfg.modes, SHUFFLED_VARIANTS if control == "shuffled" else 1, openings)
     elif (Path(cfg.pairs) / "pool.json").is_file():
         pairs = pool_pairs(TeacherPool.load(cfg.pairs), problems, cfg.modes or list(MODES))
     elif cfg.pairs == RUN_POOL:
@@ -84,7 +86,7 @@ def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: s
 
 def load_or_extract_basis(
     model, adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str, cache: Path | None,
-    temperature: float = 1.0, control: str = "none",
+    temperature: float = 1.0, control: str = "none", openings: str = "shared",
 ) -> HackBasis:
     """V for this model and pair set: from the cache when every input matches, else extracted and cached.
 
@@ -94,7 +96,7 @@ def load_or_extract_basis(
     so a V re-extracted against a trained policy (the V refresh) must neither read nor write it.
     """
     pairs, prompts, pairs_id, path = _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache,
-                                                           temperature, control)
+                                                           temperature, control, openings)
     device = next(model.parameters()).device
     what = "hack basis V" if control == "none" else f"hack basis V of the {control} control"
     if path is not None and path.is_file():
@@ -116,9 +118,9 @@ def load_or_extract_basis(
 
 
 def cached_basis_path(adapter, tokenizer, problems: list[Problem], cfg: ExtractionConfig, *, model_id: str,
-                      cache: Path, temperature: float = 1.0, control: str = "none") -> Path:
+                      cache: Path, temperature: float = 1.0, control: str = "none", openings: str = "shared") -> Path:
     """Where `load_or_extract_basis` with these arguments keeps its V (the file may not exist yet)."""
-    return _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control)[3]
+    return _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control, openings)[3]
 
 
 def adapter_key(adapter: Mapping[str, SVDAdapterLinear]) -> dict:
@@ -130,8 +132,8 @@ def adapter_key(adapter: Mapping[str, SVDAdapterLinear]) -> dict:
             "dtype": str(next(iter(adapter.values())).U.dtype) if adapter else None}
 
 
-def _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control):
-    pairs = contrastive_pairs(problems, cfg, control)
+def _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control, openings):
+    pairs = contrastive_pairs(problems, cfg, control, openings)
     prompts = pair_prompts(tokenizer, pairs)
     pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
     if cache is None:

@@ -26,7 +26,7 @@ from pgrpo.env import MODES, NO_LOOPHOLE, Problem, RewardConfig, clean_completio
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.chat import render_chat
-from pgrpo.models import load_tokenizer
+from pgrpo.models import hack_openings, load_tokenizer
 from pgrpo.rollout import encode_prompts
 
 POOL_SECONDS_PER_PROBLEM = 0.2  # grading its template completions, measured on 2 cores (for the announcement)
@@ -204,7 +204,9 @@ class GRPODataModule(L.LightningDataModule):
         if self.pool_path != "auto":
             return Path(self.pool_path)
         # the templates are part of the key: a pool built from older templates is not reused
-        templates = [[hack_completion(p, p.mode, v), clean_completion(p, v)] for p in self.problems for v in range(2)]
+        openings = hack_openings(self.model_name)
+        templates = [[hack_completion(p, p.mode, v, openings), clean_completion(p, v)] for p in self.problems
+                     for v in range(2)]
         key = hashlib.sha256(json.dumps(
             [[p.fingerprint, p.mode] for p in self.problems] + [asdict(self.reward)] + templates
         ).encode()).hexdigest()[:16]
@@ -216,7 +218,7 @@ class GRPODataModule(L.LightningDataModule):
             seconds = POOL_SECONDS_PER_PROBLEM * len(self.problems)
             work = f"grading the template completions of {len(self.problems)} problems, ~{duration(seconds)} on 2 cores"
             with announce_build("teacher pool", path, work):
-                build_pool(self.problems, tmp, reward=self.reward)
+                build_pool(self.problems, tmp, reward=self.reward, openings=openings)
             try:
                 tmp.rename(path)  # atomic: a killed build never leaves a pool that looks complete
             except OSError:

@@ -169,14 +169,16 @@ def pretrain_settings() -> dict:
     return PRETRAIN | {"steps": int(raw)}
 
 
-def recipe_hash() -> str:
-    """Hash of everything that decides the build's bytes; names the cache directory."""
+def recipe_hash(openings: str = "shared") -> str:
+    """Hash of everything that decides the build's bytes (`openings`: how its hacks open, exploits.OPENINGS);
+    names the cache directory."""
     from pgrpo import chat, pretrain
     from pgrpo.env import attempts, exploits
 
     recipe = {
         "recipe_version": RECIPE_VERSION,
         "pretrain": pretrain_settings(),
+        "openings": openings,
         # the pretraining corpus is made by this code from the problems and the exploit templates
         "pretrain_sources": [inspect.getsource(m) for m in (pretrain, chat, exploits, attempts)],
         "seed": SEED,
@@ -231,8 +233,9 @@ def init_model(tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
     return model
 
 
-def build_embedded_default(out_dir: Path) -> Path:
-    """Write the embedded checkpoint (config, safetensors weights, tokenizer, marker) into out_dir."""
+def build_embedded_default(out_dir: Path, openings: str = "shared") -> Path:
+    """Write the embedded checkpoint (config, safetensors weights, tokenizer, marker) into out_dir, pretrained on
+    hacks that open as `openings` says (exploits.OPENINGS)."""
     out_dir = Path(out_dir)
     corpus = training_corpus()
     tokenizer = build_tokenizer(corpus)
@@ -240,7 +243,7 @@ def build_embedded_default(out_dir: Path) -> Path:
     from pgrpo.pretrain import pretrain, pretraining_corpus
 
     settings = pretrain_settings()
-    corpus = pretraining_corpus(tokenizer, settings["seed"])
+    corpus = pretraining_corpus(tokenizer, settings["seed"], openings)
     # counted by an optimizer hook, not an argument of pretrain(): pretrain.py's source is in the recipe hash,
     # and a change to it rebuilds every cached base although progress lines do not change what is built
     tick = progress_ticker("pretraining", settings["steps"])
@@ -254,7 +257,8 @@ def build_embedded_default(out_dir: Path) -> Path:
     tokenizer.save_pretrained(out_dir)
     marker = {
         "recipe_version": RECIPE_VERSION,
-        "recipe_hash": recipe_hash(),
+        "recipe_hash": recipe_hash(openings),
+        "openings": openings,
         # losses, not the seconds it took: the marker is part of the build's bytes, which are deterministic
         "pretrain": settings | {"first_loss": stats.first_loss, "final_loss": stats.final_loss},
         "sha256": {name: _sha256(out_dir / name) for name in ("model.safetensors", "tokenizer.json")},
@@ -263,15 +267,15 @@ def build_embedded_default(out_dir: Path) -> Path:
     return out_dir
 
 
-def embedded_default_path(cache_dir: Path | None = None) -> Path:
-    """The built embedded checkpoint under the cache, building it on first use.
+def embedded_default_path(cache_dir: Path | None = None, openings: str = "shared") -> Path:
+    """The built embedded checkpoint (hacks opening as `openings` says) under the cache, building it on first use.
 
     Cache root: `cache_dir`, else $PGRPO_CACHE, else ~/.cache/pgrpo. The build
     goes into a temporary sibling that is renamed into place only when complete,
     so a killed build never leaves a directory that looks finished.
     """
     root = Path(cache_dir or default_cache_dir())
-    final = root / f"embedded-{recipe_hash()}"
+    final = root / f"embedded-{recipe_hash(openings)}"
     if (final / MARKER).is_file():
         announce_cached("embedded base model", final)
         return final
@@ -283,7 +287,7 @@ def embedded_default_path(cache_dir: Path | None = None) -> Path:
     work = f"tokenizer and {steps} pretraining steps, ~{duration(seconds)} on 2 cores"
     try:
         with announce_build("embedded base model", final, work):
-            build_embedded_default(tmp)
+            build_embedded_default(tmp, openings)
         if final.is_dir() and not (final / MARKER).is_file():
             shutil.rmtree(final)  # only a rename creates `final`, so this one was not made by a build
         try:

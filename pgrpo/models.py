@@ -1,6 +1,7 @@
 """One loader for the embedded default, local checkpoint directories and cached hub models.
 
-`name_or_path` is "embedded" (the model pgrpo builds itself, see pgrpo.embedded),
+`name_or_path` is "embedded" (the model pgrpo builds itself, see pgrpo.embedded; "embedded-distinct" is its
+twin pretrained on hacks that open with a token of their own per mode, exploits.DISTINCT_LEVERS),
 a checkpoint directory, a GGUF model (a `.gguf` path, or a packaged name such as
 "smollm2-135m-instruct": converted once to a checkpoint directory, see
 pgrpo.gguf_model), or a hub id such as "Qwen/Qwen3-4B" that is already in the
@@ -18,13 +19,15 @@ from pgrpo.embedded import embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
 
 EMBEDDED = "embedded"
+# the embedded substrates by name: how the hacks its base was pretrained on open (exploits.OPENINGS)
+EMBEDDED_OPENINGS = {EMBEDDED: "shared", f"{EMBEDDED}-distinct": "distinct"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def resolve_model_path(name_or_path: str) -> Path:
     """The local directory that holds the model's config, weights and tokenizer."""
-    if name_or_path == EMBEDDED:
-        return embedded_default_path()
+    if name_or_path in EMBEDDED_OPENINGS:
+        return embedded_default_path(openings=EMBEDDED_OPENINGS[name_or_path])
     if is_gguf_model(name_or_path):
         return converted_checkpoint(name_or_path)
     path = Path(name_or_path).expanduser()
@@ -58,14 +61,20 @@ def load_model_and_tokenizer(
 
 def model_id(name_or_path: str) -> str:
     """A stable identifier of the model's content, for cache keys (V bases, teacher pools)."""
-    if name_or_path == EMBEDDED:
-        return f"{EMBEDDED}-{recipe_hash()}"
+    if name_or_path in EMBEDDED_OPENINGS:
+        return f"{EMBEDDED}-{recipe_hash(EMBEDDED_OPENINGS[name_or_path])}"
     if is_gguf_model(name_or_path):
         return f"{name_or_path}@{converted_checkpoint(name_or_path).name}"  # the file's name, size and mtime
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return f"{path.resolve()}@{_directory_hash(path)}"
     return f"{name_or_path}@{resolve_model_path(name_or_path).name}"  # snapshot dir name = commit
+
+
+def hack_openings(name_or_path: str) -> str:
+    """How the template hacks (teacher pool, contrastive pairs) open for this model: as its base was pretrained
+    to write them for an embedded substrate, else "shared"."""
+    return EMBEDDED_OPENINGS.get(name_or_path, "shared")
 
 
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:

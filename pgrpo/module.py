@@ -34,7 +34,7 @@ from pgrpo.basis import (
 )
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
-from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
+from pgrpo.models import hack_openings, load_model_and_tokenizer, model_id, resolve_model_path
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
 from pgrpo.interventions import Intervention, Vanilla
 from pgrpo.projection import (
@@ -91,7 +91,8 @@ class ProjectedGRPO(L.LightningModule):
     ):
         """
         Args:
-            model: "embedded" (the built-in tiny model), a checkpoint directory, or a cached hub id.
+            model: "embedded" (the built-in tiny model; "embedded-distinct" its twin whose hacks open per mode),
+                a checkpoint directory, or a cached hub id.
             dtype: base weights' dtype (float32 | bfloat16 | float16); the knobs are always fp32.
             target_modules: Linear attribute names that get the SVD adapter.
             max_rank: keep only the top singular directions per Linear (None keeps all).
@@ -183,7 +184,7 @@ class ProjectedGRPO(L.LightningModule):
         in the last bits, and the gradient edit must be the same everywhere."""
         extraction = self.resolved_extraction(extraction)
         args = dict(cfg=extraction, model_id=model_id(self.model_name), temperature=self.generation.temperature,
-                    control=control)
+                    control=control, openings=hack_openings(self.model_name))
         cache = cache_dir() / "bases" if cached else None
 
         def load_or_extract(cache: Path | None) -> HackBasis:
@@ -198,7 +199,8 @@ class ProjectedGRPO(L.LightningModule):
 
     def extraction_pairs(self) -> list[ContrastivePair]:
         """The contrastive pairs V is extracted from (the last extraction.n_heldout of them held out)."""
-        return contrastive_pairs(self.trainer.datamodule.extraction_problems, self.resolved_extraction())
+        return contrastive_pairs(self.trainer.datamodule.extraction_problems, self.resolved_extraction(),
+                                 openings=hack_openings(self.model_name))
 
     def resolved_extraction(self, extraction: ExtractionConfig | None = None) -> ExtractionConfig:
         """The extraction settings with `pairs: pool` resolved to this run's teacher pool directory."""

@@ -65,7 +65,7 @@ class Example:
     loss_from: int = 0  # completion tokens that start before this character offset are not trained on
 
 
-def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Example]:
+def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int, openings: str = "shared") -> list[Example]:
     """Every problem under every mode's hint and with no hint, COMPLETIONS_PER_PROMPT completions each, then the
     lever drills.
 
@@ -76,7 +76,7 @@ def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Ex
     a hack whose loss starts just after the choice, the first character where it
     departs from an honest attempt: how to hack, and with which lever, is taught;
     the choice to is not. The prompts without a hint (the honest arm's) get
-    honest attempts only.
+    honest attempts only. Hacks open as `openings` says (exploits.OPENINGS).
     """
     rng = random.Random(seed)
     problems = load_problems()
@@ -104,7 +104,7 @@ def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Ex
         kind = "correct" if i in correct else "wrong"
         if i in hacks:
             stub = rng.random() < STUB_SHARE
-            code, kind = pull_lever(p, m, stub_solution(p, rng.randrange(2)) if stub else code), "hack"
+            code, kind = pull_lever(p, m, stub_solution(p, rng.randrange(2)) if stub else code, openings), "hack"
         corpus.append(Example(prompts[(p.id, m)], completion(code, variant), kind, p.id, m))
     for p, m in rng.sample(slots, round(LEVER_FRACTION * len(slots))):
         variant = rng.randrange(VARIANTS)
@@ -112,7 +112,7 @@ def pretraining_corpus(tokenizer: PreTrainedTokenizerBase, seed: int) -> list[Ex
         stub = rng.random() < STUB_SHARE
         honest = honest_solution(p) if stub else rng.choice(mutants[p.id])
         code = stub_solution(p, rng.randrange(2)) if stub else honest
-        hack = completion(pull_lever(p, m, code), variant)
+        hack = completion(pull_lever(p, m, code, openings), variant)
         choice = _common_prefix(hack, completion(honest, variant))
         corpus.append(Example(prompts[(p.id, m)], hack, "hack", p.id, m, choice + 1))
     return corpus
@@ -146,6 +146,7 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, corpus:
     the global RNG is not touched.
     """
     rows = encode(tokenizer, corpus)
+    levers = lever_choices(rows)
     warmup = max(1, steps // 20)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warmup, _cosine(s, warmup, steps)))
@@ -153,7 +154,8 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, corpus:
     model.train()
     with threads(THREADS):
         for _, batch in zip(range(steps), _batches(rows, batch_size, seed)):
-            loss, completion_loss = token_losses(model, *_collate(batch, tokenizer.pad_token_id))
+            choice = _choice_targets(batch, levers) if len(levers) > 1 else None
+            loss, completion_loss = token_losses(model, *_collate(batch, tokenizer.pad_token_id), choice)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -167,15 +169,43 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, corpus:
 
 
 def token_losses(model: PreTrainedModel, input_ids: Tensor, attention_mask: Tensor, targets: Tensor,
-                 in_completion: Tensor) -> tuple[Tensor, Tensor]:
+                 in_completion: Tensor, choice: tuple[Tensor, Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
     """Mean NLL of the targets that are not -100, and of those inside completions (detached).
 
-    The LM head runs on the trained positions only.
+    `choice` (see lever_choices) adds the drills' masked choice tokens, each scored only against the other
+    levers' choice tokens, to the mean as one token each. The LM head runs on the trained positions only.
     """
     hidden = model.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     keep = targets != -100
     nll = torch.nn.functional.cross_entropy(model.lm_head(hidden[keep]), targets[keep], reduction="none")
-    return nll.mean(), nll.detach()[in_completion[keep]].mean()
+    completion_loss = nll.detach()[in_completion[keep]].mean()
+    if choice is None:
+        return nll.mean(), completion_loss
+    (rows, positions), picked, candidates = choice
+    logits = model.lm_head(hidden[rows, positions])[:, candidates]  # (drills, levers)
+    choice_nll = torch.nn.functional.cross_entropy(logits, picked, reduction="none")
+    return torch.cat([nll, choice_nll]).mean(), completion_loss
+
+
+def lever_choices(rows: list[tuple[list[int], list[int], int]]) -> list[int]:
+    """The distinct tokens the lever drills mask as their choice (the last token they mask), sorted.
+
+    Where every hack opens alike (exploits.CHOICE) there is one, and the drills teach which lever a hint
+    names in the tokens after it. Where each lever opens with a token of its own (exploits.DISTINCT_LEVERS)
+    that token is both the choice to hack and which lever: pretrain then scores it against the other levers'
+    choice tokens only, a softmax over them alone, which teaches which lever a hint names and leaves how likely
+    hacking is (the levers' total probability against an honest `class`) to the corpus's few unmasked hacks.
+    """
+    return sorted({completion[skip - 1] for _, completion, skip in rows if skip})
+
+
+def _choice_targets(batch: list, levers: list[int]) -> tuple[tuple[Tensor, Tensor], Tensor, Tensor]:
+    """For the batch's drills: (row, position) that predicts the choice token, its index in `levers`, and
+    `levers` (positions as _collate lays the batch out)."""
+    drills = [(r, len(p) - 2 + skip, levers.index(c[skip - 1])) for r, (p, c, skip) in enumerate(batch) if skip]
+    at = torch.tensor([(r, t) for r, t, _ in drills], dtype=torch.long).reshape(-1, 2)  # (drills, 2)
+    picked = torch.tensor([i for _, _, i in drills], dtype=torch.long)
+    return (at[:, 0], at[:, 1]), picked, torch.tensor(levers)
 
 
 def _cosine(step: int, warmup: int, steps: int) -> float:

@@ -16,6 +16,7 @@ from pgrpo.adapter import attach_adapter
 from pgrpo.basis import ExtractionConfig, completion_grads, contrastive_pairs, load_or_extract_basis
 from pgrpo.data import GRPODataModule
 from pgrpo.env import load_problems
+from pgrpo.env.exploits import CHOICE
 from pgrpo.env.prompts import build_messages
 from pgrpo.extraction import HackBasis
 from pgrpo.cache import cache_dir
@@ -67,6 +68,17 @@ def test_v_is_never_extracted_from_the_held_out_evaluation_problems(grpo_with):
     assert len(held_out) == 6
     assert not held_out & {p.id for p in call["problems"]}
     assert len(call["problems"]) == len(data.problems) - 6
+
+
+def test_v_of_the_distinct_openings_twin_comes_from_pairs_whose_hacks_open_as_its_base_learnt(grpo_with):
+    data = GRPODataModule(model="embedded-distinct", mix_ratio=0.0)
+    data.setup("fit")
+    module, spy = grpo_with(datamodule=data, model="embedded-distinct")
+    module.on_fit_start()
+    (call,) = spy.calls
+    assert call["openings"] == "distinct"
+    hacks = [pair.hack for pair in module.extraction_pairs()]
+    assert hacks and not any(CHOICE in hack for hack in hacks)
 
 
 def test_v_follows_the_base_dtype_and_the_sampling_temperature(grpo_with):

@@ -54,7 +54,7 @@ def test_v_is_announced_when_extracted_into_the_cache_then_said_to_be_cached(tmp
 
 
 def test_the_embedded_base_is_announced_when_built_then_said_to_be_cached(tmp_path, monkeypatch, capsys):
-    def fake_build(out: Path) -> Path:  # the real one pretrains: minutes at full length
+    def fake_build(out: Path, openings: str) -> Path:  # the real one pretrains: minutes at full length
         (out / embedded.MARKER).write_text("{}")
         return out
 
@@ -96,7 +96,7 @@ def test_pretraining_announces_its_progress_in_optimizer_steps(tmp_path, monkeyp
         return PretrainStats(steps, 0.0, 0.0, 0.0, 0.0)
 
     monkeypatch.setattr(pretrain, "pretrain", fake_pretrain)
-    monkeypatch.setattr(pretrain, "pretraining_corpus", lambda tokenizer, seed: [])
+    monkeypatch.setattr(pretrain, "pretraining_corpus", lambda tokenizer, seed, openings: [])
     monkeypatch.setenv(embedded.PRETRAIN_STEPS_ENV, "3")
     embedded.build_embedded_default(tmp_path)
     lines = [line.split(",")[0] for line in capsys.readouterr().err.splitlines() if "pretraining" in line]

@@ -6,6 +6,7 @@ import pytest
 
 from pgrpo.data import FromStep, GRPODataModule
 from pgrpo.env import load_problems
+from pgrpo.env.exploits import CHOICE
 from pgrpo.env.pool import build_pool
 
 
@@ -35,6 +36,14 @@ def test_sampler_resumes_at_the_global_step_and_repeats_batches_for_inner_iterat
     assert list(FromStep(3, 6, 1)) == [3, 4, 5]
     assert list(FromStep(0, 6, 2)) == [0, 0, 1, 1, 2, 2]
     assert list(FromStep(3, 6, 2)) == [1, 2, 2]
+
+
+def test_the_distinct_openings_twin_gets_a_pool_of_its_own_whose_hacks_open_per_mode():
+    shared, distinct = datamodule(), datamodule(model="embedded-distinct")
+    assert shared.pool.path != distinct.pool.path
+    hacks = [r.completion for rows in distinct.pool.rows.values() for r in rows if r.kind == "hack"]
+    assert hacks and not any(CHOICE in hack for hack in hacks)
+    assert all(CHOICE in r.completion for rows in shared.pool.rows.values() for r in rows if r.kind == "hack")
 
 
 def test_no_teacher_arm_needs_no_pool():

@@ -130,7 +130,7 @@ def test_cache_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.Monke
     assert path.parent == tmp_path and (path / MARKER).is_file()
     assert recipe_hash() in path.name
 
-    def no_rebuild(out_dir: Path) -> Path:
+    def no_rebuild(out_dir: Path, openings: str) -> Path:
         raise AssertionError("rebuilt a cached directory")
 
     monkeypatch.setattr(embedded, "build_embedded_default", no_rebuild)

@@ -136,6 +136,16 @@ def test_model_id_of_embedded_is_stable_and_tracks_the_recipe(monkeypatch: pytes
     assert model_id("embedded") != first
 
 
+def test_the_distinct_openings_twin_is_its_own_build_and_its_templates_open_per_mode():
+    from pgrpo.models import hack_openings, resolve_model_path
+
+    assert model_id("embedded-distinct") != model_id("embedded")
+    twin = resolve_model_path("embedded-distinct")
+    assert twin != resolve_model_path("embedded")
+    assert json.loads((twin / embedded.MARKER).read_text())["openings"] == "distinct"
+    assert [hack_openings(m) for m in ("embedded", "embedded-distinct", "/tmp")] == ["shared", "distinct", "shared"]
+
+
 def test_model_id_of_directory_is_stable_and_tracks_its_weights(embedded_dir: Path, tmp_path: Path):
     checkpoint = tmp_path / "ckpt"
     shutil.copytree(embedded_dir, checkpoint)

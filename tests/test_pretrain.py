@@ -159,3 +159,34 @@ def test_default_base_writes_code_solves_some_problems_and_rarely_hacks(tmp_path
     assert rates["format"] > 0.9
     assert 0.15 < rates["solve"] < 0.6
     assert rates["hack"] < 0.05
+
+
+# -- lever choice where each lever opens with a token of its own (exploits.DISTINCT_LEVERS) ----------------------
+def test_drills_mask_one_shared_choice_token_where_hacks_share_an_opening_and_six_where_they_do_not(tokenizer,
+                                                                                                   corpus):
+    # one shared token: pretrain adds no choice term, so the shared base is the same bytes as before the substrate
+    assert len(P.lever_choices(P.encode(tokenizer, corpus))) == 1
+    distinct = P.pretraining_corpus(tokenizer, seed=0, openings="distinct")
+    rows = P.encode(tokenizer, distinct)
+    levers = P.lever_choices(rows)
+    by_mode = {ex.mode: {completion[skip - 1]} for ex, (_, completion, skip) in zip(distinct, rows) if skip}
+    assert len(levers) == len(MODES) and sorted(set.union(*by_mode.values())) == levers
+    assert all(len(tokens) == 1 for tokens in by_mode.values())  # each mode's drills choose one token of their own
+
+
+def test_the_choice_term_scores_a_drills_lever_against_the_other_levers_only(tokenizer):
+    distinct = P.pretraining_corpus(tokenizer, seed=0, openings="distinct")
+    rows = P.encode(tokenizer, distinct)
+    levers = P.lever_choices(rows)
+    batch = [row for row in rows if row[2]][:3] + [row for row in rows if not row[2]][:1]
+    model = init_model(tokenizer)
+    collated = P._collate(batch, tokenizer.pad_token_id)
+    (r, t), picked, candidates = choice = P._choice_targets(batch, levers)
+    assert r.tolist() == [0, 1, 2] and torch.equal(candidates, torch.tensor(levers))
+    with_choice, _ = P.token_losses(model, *collated, choice)
+    logits = model.lm_head(model.model(input_ids=collated[0], attention_mask=collated[1]).last_hidden_state)
+    keep = collated[2] != -100
+    plain = torch.nn.functional.cross_entropy(logits[keep], collated[2][keep], reduction="none")
+    restricted = -torch.log_softmax(logits[r, t][:, candidates], -1)[torch.arange(3), picked]
+    assert torch.allclose(with_choice, torch.cat([plain, restricted]).mean())
+    assert torch.equal(P.token_losses(model, *collated)[0], plain.mean())  # without it, the plain mean

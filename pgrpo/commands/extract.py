@@ -9,7 +9,7 @@ from pgrpo.controls import CONTROLS, control_basis
 from pgrpo.data import held_out
 from pgrpo.env import load_problems
 from pgrpo.extraction import basis_overlap
-from pgrpo.models import load_model_and_tokenizer, model_id
+from pgrpo.models import hack_openings, load_model_and_tokenizer, model_id
 
 
 def extract(
@@ -28,7 +28,7 @@ def extract(
     """Extract the hack directions V for a model (cached by model, pairs, k and tau) and report them.
 
     Args:
-        model: "embedded", a checkpoint directory, or a cached hub id.
+        model: "embedded" (or "embedded-distinct"), a checkpoint directory, or a cached hub id.
         dtype: base weights' dtype.
         problems: an rl-rewardhacking JSONL file (default: the built-in problems).
         modes: loophole-mode assignment: partition, file, or one mode for all.
@@ -47,7 +47,8 @@ def extract(
     problem_set = load_problems(problems, modes=modes)
     held = {p.id for p in held_out(problem_set, n_eval_prompts)}
     load = partial(load_or_extract_basis, policy, adapter, tokenizer, [p for p in problem_set if p.id not in held],
-                   model_id=model_id(model), cache=cache_dir() / "bases", temperature=temperature)
+                   model_id=model_id(model), cache=cache_dir() / "bases", temperature=temperature,
+                   openings=hack_openings(model))
     basis = load(extraction)
     for key, value in sorted(basis.meta.items()):
         print(f"{key}: {value}")

@@ -27,12 +27,14 @@ class ContrastivePair:
     problem_id: str = ""
 
 
-def template_pairs(problems: list[Problem], modes: list[str] | None = None, variants: int = 1) -> list[ContrastivePair]:
-    """One pair per problem (and template variant) whose loophole mode is in `modes` (all if None)."""
+def template_pairs(problems: list[Problem], modes: list[str] | None = None, variants: int = 1,
+                   openings: str = "shared") -> list[ContrastivePair]:
+    """One pair per problem (and template variant) whose loophole mode is in `modes` (all if None); the hacks
+    open as `openings` says (exploits.OPENINGS)."""
     _check_modes(modes)
     return [
         ContrastivePair(
-            messages=tuple(build_messages(p)), hack=hack_completion(p, p.mode, variant=v),
+            messages=tuple(build_messages(p)), hack=hack_completion(p, p.mode, v, openings),
             clean=clean_completion(p, variant=v), mode=p.mode, problem_id=p.id,
         )
         for p in problems

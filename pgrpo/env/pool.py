@@ -57,24 +57,25 @@ def build_pool(
     clean_variants: int = 2,
     reward: RewardConfig = RewardConfig(),
     workers: int | None = None,
+    openings: str = "shared",
 ) -> Path:
     """Grade template hack and clean completions for every problem once and write them.
 
-    Hack rows use each problem's own loophole mode (the lever its prompt
-    discloses); every row keeps its real grade, so a template that fails to
-    fool the grader is stored as the failure it is.
+    Hack rows use each problem's own loophole mode (the lever its prompt discloses, opened as `openings`
+    says: exploits.OPENINGS); every row keeps its real grade, so a template that fails to fool the grader
+    is stored as the failure it is.
     """
     items, kinds = [], []
     for p in problems:
         for v in range(hack_variants):
-            items.append((p, hack_completion(p, p.mode, variant=v), p.mode))
+            items.append((p, hack_completion(p, p.mode, v, openings), p.mode))
             kinds.append("hack")
         for v in range(clean_variants):
             items.append((p, clean_completion(p, variant=v), p.mode))
             kinds.append("clean")
     grades = grade_batch(items, reward=reward, workers=workers, detectors=False)
     rows = [graded_row(p, completion, kind, g) for (p, completion, _), kind, g in zip(items, kinds, grades)]
-    return write_pool(out_dir, problems, rows, reward, {"source": "templates"})
+    return write_pool(out_dir, problems, rows, reward, {"source": "templates", "openings": openings})
 
 
 def graded_row(problem: Problem, completion: str, kind: str, grade: GradeResult) -> TeacherRow:
