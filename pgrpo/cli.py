@@ -20,7 +20,7 @@ TOOLS = {
     "extract": "pgrpo.commands.extract:extract", "sweep": "pgrpo.commands.sweep:sweep",
     "report": "pgrpo.commands.report:report", "build-base": "pgrpo.commands.build_base:build_base",
     "export": "pgrpo.commands.export:export", "eval": "pgrpo.commands.eval:eval_checkpoint",
-    "bench": "benchmarks.bench:bench",
+    "transfer": "pgrpo.commands.transfer:transfer", "bench": "benchmarks.bench:bench",
 }
 # tools whose required arguments are positional (`pgrpo report LOGDIR`); the others take options only
 POSITIONAL_TOOLS = {"report", "export"}

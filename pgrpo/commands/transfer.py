@@ -1,0 +1,58 @@
+"""`pgrpo transfer`: does a detector built without one loophole mode flag that mode's hacks (pgrpo/transfer.py)?"""
+
+import random
+from dataclasses import replace
+
+from pgrpo.activations import pair_states
+from pgrpo.adapter import attach_adapter
+from pgrpo.detectors import fit_logistic, fit_mean_difference
+from pgrpo.env import load_problems
+from pgrpo.env.exploits import completion, wrong_solution
+from pgrpo.env.pairs import template_pairs
+from pgrpo.models import hack_openings, load_model_and_tokenizer
+from pgrpo.transfer import leave_one_mode_out
+
+FITS = {"probe": fit_logistic, "shortcut": fit_mean_difference}
+
+
+def transfer(model: str = "embedded", detector: str = "probe", variants: int = 4, n_heldout: int = 8,
+             layer: int | None = None, seed: int = 0) -> None:
+    """For each loophole mode, fit the detector on the other modes' template pairs and print how often it flags the
+    held-out mode's hacks, its clean solutions, and the same wrong answers with no lever pulled.
+
+    A lever detector flags the first and neither of the others; one that flags the lever-free wrong answers as
+    often as the hacks reads wrongness. The last row is the detector built from every mode, scored on its
+    held-out pairs. The pairs are the built-in problems' templates under the partition of modes, opened as the
+    model's substrate opens hacks (embedded-distinct: each lever its own first token).
+
+    Args:
+        model: "embedded", "embedded-distinct", a checkpoint directory, or a cached hub id.
+        detector: probe (logistic, as probe_penalty; flags at probability > 0.5) or shortcut (the hack − clean
+            mean difference, as adv_shortcut's activation direction; flags past the midpoint).
+        variants: template variants per problem (lead-ins, stubs and wrong attempts cycle with it).
+        n_heldout: known-mode pairs kept out of the fit to choose the layer by.
+        layer: hidden states the detector reads; None: the decoder layer best on the held-out pairs.
+        seed: order of the pairs, which decides the held-out ones.
+    """
+    if detector not in FITS:
+        raise ValueError(f"detector={detector!r}: expected one of {sorted(FITS)}")
+    policy, tokenizer = load_model_and_tokenizer(model)
+    adapter = attach_adapter(policy)
+    problems = load_problems()
+    pairs = template_pairs(problems, None, variants, hack_openings(model))  # problem by problem, variant by variant
+    # the clean side of the third set: each hack's own wrong answer, the lever left out
+    wrong = [replace(pair, hack=completion(wrong_solution(p, v), v))
+             for pair, (p, v) in zip(pairs, [(p, v) for p in problems for v in range(variants)])]
+    order = list(range(len(pairs)))
+    random.Random(seed).shuffle(order)  # the held-out pairs are the last ones: mix the modes among them
+    pairs, wrong = [pairs[i] for i in order], [wrong[i] for i in order]
+    hack, clean = pair_states(policy, adapter, tokenizer, pairs)
+    wrong_states, _ = pair_states(policy, adapter, tokenizer, wrong)
+    rows = leave_one_mode_out(hack, clean, wrong_states, [p.mode for p in pairs], n_heldout, FITS[detector],
+                              layer=layer)
+    print(f"{detector} on {model}, {len(pairs)} template pairs ({variants} per problem); flagged shares:")
+    print("| held out | layer | held-out pair accuracy | its hacks | its clean | its wrong answers, no lever |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.held_out} | {r.layer} | {r.heldout_accuracy:.3f} | {r.hacks_flagged:.3f} | {r.clean_flagged:.3f} "
+              f"| {r.wrong_flagged:.3f} |")

@@ -1,0 +1,20 @@
+"""`pgrpo transfer`: the leave-one-mode-out table of a detector, on the model's own substrate."""
+
+import pytest
+
+from pgrpo.cli import main
+from pgrpo.env import MODES
+
+
+def test_transfer_prints_a_row_per_held_out_mode_and_one_for_the_detector_built_from_all(capsys):
+    main(["transfer", "--model", "embedded", "--variants", "1", "--n_heldout", "4"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("probe on embedded, 48 template pairs")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in out[3:]]
+    assert sorted(r[0] for r in rows[:-1]) == sorted(MODES) and rows[-1][0] == "none"
+    assert all(0 <= float(x) <= 1 for r in rows for x in r[2:])
+
+
+def test_an_unknown_detector_is_refused_by_name():
+    with pytest.raises(ValueError, match="'knn'"):
+        main(["transfer", "--detector", "knn"])
