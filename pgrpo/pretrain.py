@@ -169,7 +169,8 @@ def pretrain(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, corpus:
 
 
 def token_losses(model: PreTrainedModel, input_ids: Tensor, attention_mask: Tensor, targets: Tensor,
-                 in_completion: Tensor, choice: tuple[Tensor, Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+                 in_completion: Tensor, choice: tuple[tuple[Tensor, Tensor], Tensor, Tensor] | None = None
+                 ) -> tuple[Tensor, Tensor]:
     """Mean NLL of the targets that are not -100, and of those inside completions (detached).
 
     `choice` (see lever_choices) adds the drills' masked choice tokens, each scored only against the other
