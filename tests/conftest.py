@@ -5,11 +5,6 @@ from pathlib import Path
 
 import pytest
 
-# One torch thread per test process and its subprocesses (unless the caller chose): the tests' models are tiny,
-# and a second thread costs more than it saves. Under two training cells' load, tests/interventions/test_no_cheat.py
-# with tests/test_controls.py took 365 s at two threads and 168 s at one, run one after the other.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 LEETCODE_JSONL = SHARED / "data" / "leetcode_medhard_dev.jsonl"
