@@ -40,7 +40,7 @@ def transfer(model: str = "embedded", detector: str = "probe", variants: int = 4
     adapter = attach_adapter(policy)
     problems = load_problems()
     pairs = template_pairs(problems, None, variants, hack_openings(model))  # problem by problem, variant by variant
-    # the clean side of the third set: each hack's own wrong answer, the lever left out
+    # the third set, in each hack's place: its own wrong answer with the lever left out (template_pairs' order)
     wrong = [replace(pair, hack=completion(wrong_solution(p, v), v))
              for pair, (p, v) in zip(pairs, [(p, v) for p in problems for v in range(variants)])]
     order = list(range(len(pairs)))
