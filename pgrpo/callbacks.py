@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
 from typing_extensions import override
@@ -26,6 +27,21 @@ from pgrpo.summary import WINDOW
 # shown in the progress bar under these names, as means over the last WINDOW generated batches (the window of
 # the run's summary); everything else goes to the loggers only
 PROGRESS_KEYS = {"hack/student": "hack", "solve/student": "solve"}
+
+
+class StepCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint that also saves the run's final step. Lightning's own end-of-training save
+    happens only if no last.ckpt was ever written, so a run whose max_steps is not a multiple of
+    every_n_train_steps would end with its last.ckpt steps behind the knobs it trained (and an export, an
+    eval or a lengthened sweep would start from there)."""
+
+    @override
+    def on_train_end(self, trainer, pl_module) -> None:
+        if not self._should_skip_saving_checkpoint(trainer):
+            candidates = self._monitor_candidates(trainer)
+            self._save_topk_checkpoint(trainer, candidates)
+            self._save_last_checkpoint(trainer, candidates)
+        super().on_train_end(trainer, pl_module)
 
 
 class HackMetricsLogger(L.Callback):

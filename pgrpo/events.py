@@ -74,6 +74,11 @@ def tail_mean(scalars: Scalars, tag: str, last: int = 5) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def first_steps(scalars: Scalars, n: int) -> Scalars:
+    """The scalars of steps 0..n-1 only: the run as it stood when it had taken n optimizer steps."""
+    return {tag: [(step, v) for step, v in values if step < n] for tag, values in scalars.items()}
+
+
 def load_config(run_dir: Path) -> dict | None:
     """The config.yaml the CLI saved in a run directory; None if it is missing or unreadable."""
     try:

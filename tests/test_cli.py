@@ -155,6 +155,21 @@ def test_sigkilled_run_resumes_from_last_checkpoint_and_matches_an_uninterrupted
     assert dict(curve_a) == dict(curve_b)
 
 
+def test_a_finished_run_lengthened_from_its_checkpoint_matches_the_longer_run(tmp_path):
+    # what `pgrpo sweep` does when rerun with a larger --trainer.max_steps: nothing may depend on max_steps
+    # but where the run stops
+    main(fast("erase", tmp_path / "whole", 3))
+    main(fast("erase", tmp_path / "short", 2))
+    main(fast("erase", tmp_path / "short", 3, "--ckpt_path=last"))
+    a = torch.load(tmp_path / "whole" / "erase" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    b = torch.load(tmp_path / "short" / "erase" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert a["global_step"] == b["global_step"] == 3
+    for key, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][key], value, rtol=0, atol=0)
+    assert dict(read_scalars(tmp_path / "whole" / "erase" / "version_0")["hack/student"]) == \
+        dict(read_scalars(tmp_path / "short" / "erase" / "version_0")["hack/student"])
+
+
 def test_a_two_step_fit_prints_no_advert_and_no_future_warning(tmp_path):
     # a user's terminal, not pytest's: a fresh interpreter with Python's default warning filters
     run = subprocess.run([sys.executable, "-m", "pgrpo.cli", *fast("erase", tmp_path, 2)], cwd=REPO,

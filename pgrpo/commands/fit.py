@@ -4,11 +4,11 @@
 from pathlib import Path
 
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.cli import LightningCLI
 from typing_extensions import override
 
-from pgrpo.callbacks import CompletionSamples, HackMetricsLogger
+from pgrpo.callbacks import CompletionSamples, HackMetricsLogger, StepCheckpoint
 from pgrpo.data import GRPODataModule
 from pgrpo.module import ProjectedGRPO
 from pgrpo.progress import StepProgressBar
@@ -35,7 +35,7 @@ class PGRPOCLI(LightningCLI):
         # always-on callbacks get their own config sections, so trainer.callbacks stays free for optional ones
         parser.add_lightning_class_args(HackMetricsLogger, "metrics")
         parser.add_lightning_class_args(CompletionSamples, "samples")
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(StepCheckpoint, "checkpoint")
         parser.add_lightning_class_args(RunSummary, "summary")
         parser.set_defaults({
             "checkpoint.every_n_train_steps": 25, "checkpoint.save_top_k": -1, "checkpoint.save_last": True,

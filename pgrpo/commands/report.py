@@ -6,10 +6,11 @@ differences with their 95% intervals, and each run's kind (method, control, orac
 
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from pgrpo.env.problems import MODES, NO_LOOPHOLE
-from pgrpo.events import HACK, SOLVE, Run, Scalars, find_runs, setting, tail_mean
+from pgrpo.events import HACK, SOLVE, Run, Scalars, find_runs, first_steps, setting, tail_mean
 
 # (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
@@ -354,7 +355,7 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
 
 
 def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5,
-           arms: list[str] | None = None) -> None:
+           arms: list[str] | None = None, steps: int | None = None) -> None:
     """Print a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest arm,
     hacked runs, the gap to each method's placebo, cin) and write PNG curves and a hack-against-solve plot.
 
@@ -387,8 +388,13 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         last: steps averaged at the end of each run.
         arms: report only these arms, in this order (default: every arm under LOGDIR), e.g.
             [vanilla, erase, random_v].
+        steps: read each run as if it had stopped after this many optimizer steps (its steps 0..steps-1):
+            a sweep lengthened to 300 steps still gives its 100-step table with --steps 100.
     """
     runs = find_runs(logdir)
+    if steps is not None:
+        truncated = (replace(r, scalars=first_steps(r.scalars, steps)) for r in runs)
+        runs = [r for r in truncated if r.scalars.get(HACK)]
     if not runs:
         raise SystemExit(f"no runs with {HACK} and {SOLVE} curves under {logdir}")
     by_arm: dict[str, list[Run]] = {}
@@ -427,7 +433,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     else:
         against = "nothing (no unique vanilla arm: pass --baseline)"
     skylines = [arm for arm, rs in by_arm.items() if arm_kind(rs) == "oracle skyline"]
-    parts = [f"# pgrpo report: {logdir}", explanation(last, against, honest, skylines),
+    title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
+    parts = [title, explanation(last, against, honest, skylines),
              arm_table(by_arm, pairs, honest, last)]
     modes = mode_table(by_arm, last)
     if modes:

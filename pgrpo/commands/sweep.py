@@ -3,6 +3,11 @@
 Layout: <logs>/<sweep>/<arm>/seed<k>/ holds one cell's TensorBoard events,
 config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments
 and status). `pgrpo report <logs>/<sweep>` reads this layout back.
+
+A finished sweep is lengthened by rerunning it with a larger --trainer.max_steps=N: each cell resumes from
+its last checkpoint. Nothing in a run depends on max_steps but where it stops (the warmup counts from step
+0, step s's prompts depend on s and the seed alone, and the RNG state travels in the checkpoint), so 100
+steps and then 200 more are the run of 300; `pgrpo report --steps 100` still reads the first 100.
 """
 
 import json
@@ -12,8 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+from pgrpo.events import load_config, setting
+
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
+MAX_STEPS = "--trainer.max_steps="
 
 
 def sweep(
@@ -35,7 +43,8 @@ def sweep(
         arms: configs (erase = <configs>/erase.yaml, or a .yaml path), or several joined by "+" and applied
             in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v].
         seeds: seeds every arm runs at (cell k gets --seed_everything k and --data.seed k).
-        overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20].
+        overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20]; a finished
+            sweep rerun with another --trainer.max_steps=N and nothing else changed goes on to step N.
         logs: root log directory.
         configs: directory the arm names are looked up in.
     """
@@ -80,14 +89,30 @@ def refuse_other_arguments(cell: Path, argv: list[str]) -> None:
     """A cell with progress (finished, or a checkpoint to resume) must not be continued with other arguments."""
     record = read_record(cell)
     if record and record["argv"] != argv and (record["status"] == "done" or (cell / LAST).is_file()):
+        if lengthens(record, argv, cell):
+            return
         raise SystemExit(f"{cell} was run with other arguments ({' '.join(record['argv'])}); "
-                         f"use another sweep name or delete that directory")
+                         f"use another sweep name or delete that directory (a finished sweep may be rerun with a larger "
+                         f"--trainer.max_steps=N alone, to go on to step N)")
+
+
+def lengthens(record: dict, argv: list[str], cell: Path) -> bool:
+    """Whether `argv` is the cell's recorded arguments with only a larger --trainer.max_steps=N, and the cell
+    has a checkpoint to go on from (its saved config.yaml says how far it was asked to run)."""
+    def rest(args: list[str]) -> list[str]:
+        return [a for a in args if not a.startswith(MAX_STEPS)]
+
+    asked = [a[len(MAX_STEPS):] for a in argv if a.startswith(MAX_STEPS)]
+    if not asked or not asked[-1].isdigit() or rest(record["argv"]) != rest(argv) or not (cell / LAST).is_file():
+        return False
+    ran = setting(load_config(cell) or {}, "trainer.max_steps", None)
+    return isinstance(ran, int) and int(asked[-1]) > ran
 
 
 def run_cell(cell: Path, argv: list[str]) -> tuple[bool, str]:
     """Run, resume or skip one cell: (finished, what happened in one line)."""
     record = read_record(cell)
-    if record and record["status"] == "done":
+    if record and record["status"] == "done" and record["argv"] == argv:
         return True, "skipped (finished)"
     resume = (cell / LAST).is_file()
     if not resume and cell.exists():

@@ -376,3 +376,13 @@ def test_report_keeps_only_the_named_arms_and_plots_drift_and_entropy_when_logge
         assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit, match=r"does not have: \['randm_v'\]"):
         main(["report", str(tmp_path), "--arms", "[vanilla, randm_v]"])
+
+
+def test_a_lengthened_sweep_reads_at_the_step_count_it_is_given(tmp_path, capsys):
+    # steps 0-1 hold 9.0 and steps 2..6 hold 0.5 (write_run): the first 2 steps are all decoy, the first 4 not
+    write_run(tmp_path / "vanilla" / "seed0", "none", {"hack/student": 0.5, "solve/student": 0.2})
+    main(["report", str(tmp_path), "--steps", "2", "--last", "2"])
+    out = capsys.readouterr().out
+    assert "the first 2 steps" in out and table(out, "arm")["vanilla"]["hack"] == "9.000"
+    main(["report", str(tmp_path), "--steps", "4", "--last", "2"])
+    assert table(capsys.readouterr().out, "arm")["vanilla"]["hack"] == "0.500"

@@ -22,6 +22,8 @@ class FakeFit:
         self.calls.append(argv)
         cell = log.parent
         (cell / "events.out.tfevents.0").write_bytes(b"")
+        steps = [a.split("=", 1)[1] for a in argv if a.startswith("--trainer.max_steps=")]
+        (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {steps[-1] if steps else 100}\n")
         if cell.parent.name in self.fail:
             return 1
         (cell / "checkpoints").mkdir(exist_ok=True)
@@ -85,7 +87,22 @@ def test_a_cell_that_never_checkpointed_restarts_from_a_clean_directory(tmp_path
 def test_a_finished_cell_run_with_other_arguments_is_refused(tmp_path, monkeypatch):
     run_sweep(tmp_path, FakeFit(), monkeypatch, "--overrides", "[--trainer.max_steps=3]")
     with pytest.raises(SystemExit, match="other arguments"):
-        run_sweep(tmp_path, FakeFit(), monkeypatch, "--overrides", "[--trainer.max_steps=5]")
+        run_sweep(tmp_path, FakeFit(), monkeypatch, "--overrides", "[--trainer.max_steps=3, --data.mix_ratio=0]")
+    with pytest.raises(SystemExit, match="other arguments"):  # a run cannot be shortened after the fact
+        run_sweep(tmp_path, FakeFit(), monkeypatch, "--overrides", "[--trainer.max_steps=2]")
+
+
+def test_a_finished_sweep_rerun_with_more_steps_goes_on_from_each_cells_checkpoint(tmp_path, monkeypatch):
+    run_sweep(tmp_path, FakeFit(), monkeypatch)  # the configs' own max_steps
+    longer = FakeFit()
+    run_sweep(tmp_path, longer, monkeypatch, "--overrides", "[--trainer.max_steps=300]")
+    assert len(longer.calls) == 4
+    for argv in longer.calls:
+        assert "--trainer.max_steps=300" in argv
+        assert argv[-1] == f"--ckpt_path={tmp_path / 'demo' / cell_of(argv) / 'checkpoints' / 'last.ckpt'}"
+    again = FakeFit()
+    run_sweep(tmp_path, again, monkeypatch, "--overrides", "[--trainer.max_steps=300]")
+    assert again.calls == []  # now finished at 300
 
 
 def test_overlays_join_configs_in_order_and_a_misspelt_arm_fails_before_anything_runs(tmp_path, monkeypatch):
