@@ -65,7 +65,7 @@ demo: setup
 	$(BIN)/pgrpo report logs/demo
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15  # the slowest tests named in every log: CI must stay well under 15 minutes
 
 # figures to read, not a test: each hot path against its plain version (benchmarks/, docs/performance.md)
 bench: setup

@@ -20,8 +20,9 @@ from pgrpo.strategy import ShardedBaseStrategy
 
 
 def cold(seed: int) -> ExtractionConfig:
-    """A pair order (and so a cache key) of this call alone: its V is never in the cache already."""
-    return ExtractionConfig(seed=seed, n_heldout=2, batch_size=64)
+    """A pair order (and so a cache key) of this call alone: its V is never in the cache already. Two modes'
+    pairs: what is tested is who extracts and who waits, not how good V is."""
+    return ExtractionConfig(seed=seed, n_heldout=2, batch_size=64, modes=["sentinel", "run_tests"])
 
 
 class ExtractOnly(ProjectedGRPO):
