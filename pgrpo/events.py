@@ -74,6 +74,11 @@ def tail_mean(scalars: Scalars, tag: str, last: int = 5) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def run_length(run: Run) -> int:
+    """How many optimizer steps the run logged: its last logged step + 1, over every tag."""
+    return 1 + max((values[-1][0] for values in run.scalars.values() if values), default=-1)
+
+
 def first_steps(scalars: Scalars, n: int) -> Scalars:
     """The scalars of steps 0..n-1 only: the run as it stood when it had taken n optimizer steps."""
     return {tag: [(step, v) for step, v in values if step < n] for tag, values in scalars.items()}

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pgrpo.env.problems import MODES, NO_LOOPHOLE
-from pgrpo.events import HACK, SOLVE, Run, Scalars, find_runs, first_steps, setting, tail_mean
+from pgrpo.events import HACK, SOLVE, Run, Scalars, find_runs, first_steps, run_length, setting, tail_mean
 
 # (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
@@ -389,12 +389,17 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         arms: report only these arms, in this order (default: every arm under LOGDIR), e.g.
             [vanilla, erase, random_v].
         steps: read each run as if it had stopped after this many optimizer steps (its steps 0..steps-1):
-            a sweep lengthened to 300 steps still gives its 100-step table with --steps 100.
+            a sweep lengthened to 300 steps still gives its 100-step table with --steps 100. Runs that
+            stopped before it are left out, and named.
     """
     runs = find_runs(logdir)
+    notes = []
     if steps is not None:
-        truncated = (replace(r, scalars=first_steps(r.scalars, steps)) for r in runs)
-        runs = [r for r in truncated if r.scalars.get(HACK)]
+        short = [r for r in runs if run_length(r) < steps and (arms is None or r.arm in arms)]
+        if short:
+            notes.append(f"Left out, shorter than {steps} steps: "
+                         + ", ".join(f"`{r.arm}/{r.seed}` ({run_length(r)})" for r in short) + ".")
+        runs = [replace(r, scalars=first_steps(r.scalars, steps)) for r in runs if run_length(r) >= steps]
     if not runs:
         raise SystemExit(f"no runs with {HACK} and {SOLVE} curves under {logdir}")
     by_arm: dict[str, list[Run]] = {}
@@ -433,8 +438,13 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     else:
         against = "nothing (no unique vanilla arm: pass --baseline)"
     skylines = [arm for arm, rs in by_arm.items() if arm_kind(rs) == "oracle skyline"]
+    for arm, rs in by_arm.items():
+        lengths = sorted({run_length(r) for r in rs})
+        if len(lengths) > 1:
+            notes.append(f"`{arm}`'s runs have unequal lengths ({', '.join(map(str, lengths))} steps): their last "
+                         f"steps are not the same steps (`--steps N` reads them all at N).")
     title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
-    parts = [title, explanation(last, against, honest, skylines),
+    parts = [title, *notes, explanation(last, against, honest, skylines),
              arm_table(by_arm, pairs, honest, last)]
     modes = mode_table(by_arm, last)
     if modes:

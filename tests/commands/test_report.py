@@ -378,11 +378,20 @@ def test_report_keeps_only_the_named_arms_and_plots_drift_and_entropy_when_logge
         main(["report", str(tmp_path), "--arms", "[vanilla, randm_v]"])
 
 
-def test_a_lengthened_sweep_reads_at_the_step_count_it_is_given(tmp_path, capsys):
+def test_a_lengthened_sweep_reads_at_the_step_count_it_is_given_without_runs_that_stopped_before_it(tmp_path, capsys):
     # steps 0-1 hold 9.0 and steps 2..6 hold 0.5 (write_run): the first 2 steps are all decoy, the first 4 not
     write_run(tmp_path / "vanilla" / "seed0", "none", {"hack/student": 0.5, "solve/student": 0.2})
+    write_run(tmp_path / "vanilla" / "seed1", "none", {"hack/student": 0.5, "solve/student": 0.2},
+              sparse={"hack/student": {7: 0.0, 8: 0.0}, "solve/student": {7: 0.0, 8: 0.0}})  # 9 steps
+    main(["report", str(tmp_path)])
+    assert "`vanilla`'s runs have unequal lengths (7, 9 steps)" in capsys.readouterr().out
     main(["report", str(tmp_path), "--steps", "2", "--last", "2"])
     out = capsys.readouterr().out
-    assert "the first 2 steps" in out and table(out, "arm")["vanilla"]["hack"] == "9.000"
+    assert "the first 2 steps" in out and table(out, "arm")["vanilla"]["hack"] == "9.000 ± 0.000"
+    assert "unequal" not in out and "Left out" not in out
     main(["report", str(tmp_path), "--steps", "4", "--last", "2"])
-    assert table(capsys.readouterr().out, "arm")["vanilla"]["hack"] == "0.500"
+    assert table(capsys.readouterr().out, "arm")["vanilla"]["hack"] == "0.500 ± 0.000"
+    main(["report", str(tmp_path), "--steps", "9", "--last", "2"])
+    out = capsys.readouterr().out
+    assert "Left out, shorter than 9 steps: `vanilla/seed0` (7)" in out
+    assert table(out, "arm")["vanilla"]["hack"] == "0.000" and table(out, "arm")["vanilla"]["seeds"] == "1"
