@@ -35,6 +35,13 @@ class StepCheckpoint(ModelCheckpoint):
     every_n_train_steps would end with its last.ckpt steps behind the knobs it trained (and an export, an
     eval or a lengthened sweep would start from there)."""
 
+    @property
+    @override
+    def state_key(self) -> str:
+        # ModelCheckpoint's own key: a checkpoint written before this subclass must hand its state (last.ckpt's
+        # path) to the resumed run, which would otherwise write last-v1.ckpt beside a stale last.ckpt
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
+
     @override
     def on_train_end(self, trainer, pl_module) -> None:
         if not self._should_skip_saving_checkpoint(trainer):

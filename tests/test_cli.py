@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 
+from pgrpo.callbacks import StepCheckpoint
 from pgrpo.cli import bare_flags_to_true, main
 from pgrpo.events import read_scalars
 
@@ -164,10 +166,18 @@ def test_a_finished_run_lengthened_from_its_checkpoint_matches_the_longer_run(tm
     a = torch.load(tmp_path / "whole" / "erase" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
     b = torch.load(tmp_path / "short" / "erase" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
     assert a["global_step"] == b["global_step"] == 3
+    assert not list((tmp_path / "short").rglob("last-v*.ckpt"))  # the resumed run overwrote its last.ckpt
     for key, value in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][key], value, rtol=0, atol=0)
     assert dict(read_scalars(tmp_path / "whole" / "erase" / "version_0")["hack/student"]) == \
         dict(read_scalars(tmp_path / "short" / "erase" / "version_0")["hack/student"])
+
+
+def test_a_checkpoint_written_by_lightnings_own_model_checkpoint_resumes_its_state():
+    # runs checkpointed before StepCheckpoint existed: under another state key a resumed run would not know its
+    # last.ckpt and would write last-v1.ckpt beside it (found lengthening the bench's 100-step runs)
+    kwargs = {"every_n_train_steps": 25, "save_top_k": -1, "save_last": True}
+    assert StepCheckpoint(**kwargs).state_key == ModelCheckpoint(**kwargs).state_key
 
 
 def test_a_two_step_fit_prints_no_advert_and_no_future_warning(tmp_path):
