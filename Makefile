@@ -22,6 +22,8 @@ VLLM_PINS ?= torch==2.13.0+cpu transformers<5.20
 VBIN := $(VLLM_VENV)/bin
 # vanilla starts hacking within about 20 steps on the embedded default (hack/student 0.53-0.64 at steps 55-59)
 DEMO_STEPS ?= 60
+# pytest-xdist workers for make test: one per core (each keeps to one torch thread; tests/conftest.py)
+TEST_WORKERS ?= auto
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 
 .PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs bench constraints
@@ -65,7 +67,7 @@ demo: setup
 	$(BIN)/pgrpo report logs/demo
 
 test: setup
-	$(BIN)/python -m pytest --durations=15  # the slowest tests named in every log: CI must stay well under 15 minutes
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --durations=15  # the slowest tests named in every log: CI must stay well under 15 minutes
 
 # figures to read, not a test: each hot path against its plain version (benchmarks/, docs/performance.md)
 bench: setup

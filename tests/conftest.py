@@ -10,6 +10,17 @@ SHARED = REPO.parent / "shared"
 LEETCODE_JSONL = SHARED / "data" / "leetcode_medhard_dev.jsonl"
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (make test runs one worker per core) each worker keeps to one thread, and so do the
+    processes its tests start: torch's default of one thread per core in every worker would oversubscribe
+    the cores and run slower than one worker alone."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def short_pretraining():
     """The embedded default pretrains for 2 steps in tests (seconds, not minutes): what the tests check
