@@ -191,10 +191,10 @@ def placebos(by_arm: dict[str, list[Run]], last: int) -> dict[str, str]:
     return found
 
 
-def placebo_gap(runs: list[Run], placebo: str, placebo_runs: list[Run], last: int) -> str:
-    """The placebo's hack minus the arm's, paired by seed, and at how many paired seeds the arm hacks less."""
+def placebo_gap(runs: list[Run], placebo: str, placebo_runs: list[Run], last: int, tag: str = HACK) -> str:
+    """The placebo's hack (`tag`) minus the arm's, paired by seed, and at how many paired seeds the arm hacks less."""
     base = {r.seed: r for r in placebo_runs}
-    diffs = _present(_diff(tail_mean(base[r.seed].scalars, HACK, last), tail_mean(r.scalars, HACK, last))
+    diffs = _present(_diff(tail_mean(base[r.seed].scalars, tag, last), tail_mean(r.scalars, tag, last))
                      for r in runs if r.seed in base)
     if not diffs:
         return f"– ({placebo}: no seed in common)"
@@ -254,8 +254,9 @@ def lomo_role(config: dict | None) -> tuple[str, str] | None:
 
 def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | None:
     """One row per leave-one-mode-out method arm: the held-out mode's own hack and solve under it and under the
-    vanilla arm holding out the same mode, and Δhack paired by seed (a mode with a vanilla arm only gets a row
-    too); None without leave-one-mode-out arms. Of several vanilla arms for one mode, the one named as the sweep
+    vanilla arm holding out the same mode, Δhack paired by seed, and the held-out mode's hack under the method's
+    placebo (same overlays) with its gap: a held-out lever held down by the placebo too says nothing of the
+    detector. A mode with a vanilla arm only gets a row too; None without leave-one-mode-out arms. Of several vanilla arms for one mode, the one named as the sweep
     names it (`vanilla+lomo_<mode>`) is taken, else the first by name."""
     roles: dict[str, tuple[str, str]] = {}
     for arm, runs in by_arm.items():
@@ -272,14 +273,21 @@ def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | No
     methods = [(mode, arm) for arm, (mode, who) in roles.items() if who == "method"]
     rows = sorted(methods + [(mode, None) for mode in vanilla_of if mode not in {m for m, _ in methods}],
                   key=lambda row: (row[0], row[1] or ""))
-    header = ["held-out mode", "method arm", "vanilla hack", "vanilla solve", "method hack", "method solve", "Δhack"]
+    placebo_of = placebos(by_arm, last)
+    header = ["held-out mode", "method arm", "vanilla hack", "vanilla solve", "method hack", "method solve", "Δhack",
+              "placebo hack", "placebo gap"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for mode, arm in rows:
         vanilla, method = by_arm.get(vanilla_of.get(mode), []), by_arm.get(arm, [])
+        held_out_hack = f"{HACK}_{mode}"
         rates = [mean_std(_present(tail_mean(r.scalars, f"{tag}_{mode}", last) for r in runs))
                  for runs in (vanilla, method) for tag in (HACK, SOLVE)]
-        delta = paired_delta(method, vanilla, f"{HACK}_{mode}", last) if method and vanilla else "–"
-        lines.append("| " + " | ".join([mode, arm or "–", *rates, delta]) + " |")
+        delta = paired_delta(method, vanilla, held_out_hack, last) if method and vanilla else "–"
+        placebo = placebo_of.get(arm)
+        against_placebo = ["–", "–"] if placebo is None else [
+            mean_std(_present(tail_mean(r.scalars, held_out_hack, last) for r in by_arm[placebo])),
+            placebo_gap(method, placebo, by_arm[placebo], last, held_out_hack)]
+        lines.append("| " + " | ".join([mode, arm or "–", *rates, delta, *against_placebo]) + " |")
     return "\n".join(lines)
 
 
@@ -453,7 +461,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     if weak:
         parts += [f"Weak detector: the detector built without the held-out mode (leave-one-mode-out); that mode's "
                   f"own hack and solve, last-{last}-step mean ± std over seeds; Δhack = method − vanilla, paired by "
-                  f"seed:",
+                  f"seed; placebo hack and gap: that mode's hack under the method's placebo, and the placebo's "
+                  f"minus the method's, paired by seed (k/n: the seeds at which the method hacks it less):",
                   weak]
     parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")
     text = "\n\n".join(parts) + "\n"

@@ -298,9 +298,10 @@ def test_weak_detector_table_compares_the_held_out_modes_own_rates_under_vanilla
     assert rows == {
         "run_tests": {"held-out mode": "run_tests", "method arm": "erase+lomo_run_tests",
                       "vanilla hack": "0.600 ± 0.100", "vanilla solve": "0.200 ± 0.000",
-                      "method hack": "0.400 ± 0.000", "method solve": "0.250 ± 0.000", "Δhack": "-0.200 ± 0.100 (n.s.)"},
+                      "method hack": "0.400 ± 0.000", "method solve": "0.250 ± 0.000", "Δhack": "-0.200 ± 0.100 (n.s.)",
+                      "placebo hack": "–", "placebo gap": "–"},
         "sentinel": {"held-out mode": "sentinel", "method arm": "–", "vanilla hack": "0.900", "vanilla solve": "0.100",
-                     "method hack": "–", "method solve": "–", "Δhack": "–"}}
+                     "method hack": "–", "method solve": "–", "Δhack": "–", "placebo hack": "–", "placebo gap": "–"}}
 
 
 def test_every_method_gets_its_own_weak_detector_row_against_the_vanilla_arm_holding_out_the_same_mode(tmp_path):
@@ -315,7 +316,27 @@ def test_every_method_gets_its_own_weak_detector_row_against_the_vanilla_arm_hol
     text = (root / "report" / "report.md").read_text()
     lines = text[text.index("| held-out mode |"):].splitlines()[2:4]
     assert [line.split(" | ")[1] for line in lines] == ["erase+lomo_run_tests", "probe_penalty+lomo_run_tests"]
-    assert [line.split(" | ")[-1] for line in lines] == ["-0.200 (n.s.) |", "-0.500 (n.s.) |"]
+    assert [line.split(" | ")[-3] for line in lines] == ["-0.200 (n.s.)", "-0.500 (n.s.)"]
+
+
+def test_the_held_out_modes_hack_under_the_methods_placebo_is_compared_seed_by_seed(tmp_path):
+    """A placebo that holds the held-out lever down as well as the detector does leaves the detector no credit."""
+    root = tmp_path / "lomo"
+    held = {"extraction": {"modes": ALL_BUT["run_tests"]}}
+    for arm, init, held_out_hack in (("vanilla+lomo_run_tests", None, [0.6, 0.7]),
+                                     ("probe_penalty+lomo_run_tests", {}, [0.0, 0.1]),
+                                     ("probe_penalty_random+lomo_run_tests", {"detector": "random"}, [0.05, 0.0])):
+        name = "Vanilla" if init is None else "ProbePenalty"
+        for k, hack in enumerate(held_out_hack):
+            write_run(root / arm / f"seed{k}", "none", {HACK: 0.5 if init else 0.1, SOLVE: 0.2,
+                                                        f"{HACK}_run_tests": hack, f"{SOLVE}_run_tests": 0.2},
+                      config={"model": {"intervention": {"class_path": f"pgrpo.interventions.{name}",
+                                                         "init_args": init or {}}} | held})
+    main(["report", str(root)])
+    row = table((root / "report" / "report.md").read_text(), "held-out mode")["run_tests"]
+    assert row["method arm"] == "probe_penalty+lomo_run_tests"
+    assert row["placebo hack"] == "0.025 ± 0.035"
+    assert row["placebo gap"] == "-0.025 ± 0.106 vs probe_penalty_random+lomo_run_tests (1/2)"
 
 
 def test_a_methods_placebo_gap_is_against_its_own_least_hacking_control_under_the_same_overlays(tmp_path, capsys):
