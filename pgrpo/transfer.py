@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from pgrpo.detectors import Fit, fit_detector
+from pgrpo.detectors import Fit, fit_detector, random_placebo
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,13 @@ class Transfer:
 
 
 def leave_one_mode_out(hack: Tensor, clean: Tensor, wrong: Tensor, modes: list[str], n_heldout: int, fit: Fit,
-                       cut: float = 0.0, layer: int | None = None) -> list[Transfer]:
+                       cut: float = 0.0, layer: int | None = None, placebo_seed: int | None = None) -> list[Transfer]:
     """One Transfer per mode in `modes`' order of first appearance, then one for the detector built from all.
 
     hack, clean, wrong: pooled states (n, L+1, d) of pair i's hack, clean and lever-free wrong completion (row i
-    of each), modes[i] its loophole mode. A completion is flagged where its score exceeds `cut`.
+    of each), modes[i] its loophole mode. A completion is flagged where its score exceeds `cut`. With
+    `placebo_seed`, each fitted detector is replaced by its random placebo (detectors.random_placebo, fitted on the
+    same known pairs): what the interventions' placebo arms flag.
     """
     if not len(hack) == len(clean) == len(wrong) == len(modes):
         raise ValueError(f"{len(hack)} hack, {len(clean)} clean, {len(wrong)} wrong states and {len(modes)} modes: "
@@ -42,6 +44,8 @@ def leave_one_mode_out(hack: Tensor, clean: Tensor, wrong: Tensor, modes: list[s
         # built from every mode, it is scored on the pairs it was not fitted on (the last n_heldout)
         out = [i for i, m in enumerate(modes) if m == held] if held != "none" else known[-n_heldout:]
         detector = fit_detector(hack[known], clean[known], n_heldout, fit, layer)
+        if placebo_seed is not None:
+            detector = random_placebo(detector, hack[known], clean[known], placebo_seed, cut)
 
         def flagged(states: Tensor) -> float:
             return float((detector.scores(states[out]) > cut).float().mean())

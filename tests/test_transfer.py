@@ -37,6 +37,16 @@ def test_a_detector_that_reads_wrongness_flags_the_lever_free_wrong_answers_as_o
     assert all(r.hacks_flagged == r.wrong_flagged == 1.0 and r.clean_flagged == 0.0 for r in rows)
 
 
+def test_a_placebo_flags_the_held_out_hacks_no_more_than_their_clean_solutions():
+    shared = pairs({"a": 0, "b": 0, "c": 0}, n=60)
+    real = leave_one_mode_out(*shared, n_heldout=30, fit=fit_mean_difference)
+    placebo = leave_one_mode_out(*shared, n_heldout=30, fit=fit_mean_difference, placebo_seed=0)
+    assert [r.layer for r in placebo] == [r.layer for r in real]
+    assert all(r.hacks_flagged == 1.0 and r.clean_flagged == 0.0 for r in real)
+    for r in placebo:  # orthogonal to the hack − clean difference: which completions it flags is chance
+        assert abs(r.hacks_flagged - r.clean_flagged) < 0.25, r
+
+
 def test_mismatched_inputs_are_refused():
     hack, clean, wrong, modes = pairs({"a": 0, "b": 0, "c": 0})
     with pytest.raises(ValueError, match="one of each per pair"):

@@ -16,7 +16,7 @@ FITS = {"probe": fit_logistic, "shortcut": fit_mean_difference}
 
 
 def transfer(model: str = "embedded", detector: str = "probe", variants: int = 4, n_heldout: int = 8,
-             layer: int | None = None, seed: int = 0) -> None:
+             layer: int | None = None, seed: int = 0, placebo_seed: int | None = None) -> None:
     """For each loophole mode, fit the detector on the other modes' template pairs and print how often it flags the
     held-out mode's hacks, its clean solutions, and the same wrong answers with no lever pulled.
 
@@ -33,6 +33,9 @@ def transfer(model: str = "embedded", detector: str = "probe", variants: int = 4
         n_heldout: known-mode pairs kept out of the fit to choose the layer by.
         layer: hidden states the detector reads; None: the decoder layer best on the held-out pairs.
         seed: order of the pairs, which decides the held-out ones.
+        placebo_seed: score the detector's random placebo instead (a random direction at its layer, orthogonal to
+            the hack − clean mean difference, flagging as many of the known pairs), drawn with this seed: what a
+            placebo arm's detector flags.
     """
     if detector not in FITS:
         raise ValueError(f"detector={detector!r}: expected one of {sorted(FITS)}")
@@ -49,8 +52,9 @@ def transfer(model: str = "embedded", detector: str = "probe", variants: int = 4
     hack, clean = pair_states(policy, adapter, tokenizer, pairs)
     wrong_states, _ = pair_states(policy, adapter, tokenizer, wrong)
     rows = leave_one_mode_out(hack, clean, wrong_states, [p.mode for p in pairs], n_heldout, FITS[detector],
-                              layer=layer)
-    print(f"{detector} on {model}, {len(pairs)} template pairs ({variants} per problem); flagged shares:")
+                              layer=layer, placebo_seed=placebo_seed)
+    scored = detector if placebo_seed is None else f"the random placebo (seed {placebo_seed}) of {detector}"
+    print(f"{scored} on {model}, {len(pairs)} template pairs ({variants} per problem); flagged shares:")
     print("| held out | layer | held-out pair accuracy | its hacks | its clean | its wrong answers, no lever |")
     print("|---|---|---|---|---|---|")
     for r in rows:
