@@ -9,11 +9,11 @@ completions to the held-out mode's prompts: its hacks (what a lever detector sho
 a detector that flags these reads wrongness, not the lever).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch import Tensor
 
-from pgrpo.detectors import Fit, fit_detector, random_placebo
+from pgrpo.detectors import Fit, accuracy, fit_detector, random_placebo
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,10 @@ def leave_one_mode_out(hack: Tensor, clean: Tensor, wrong: Tensor, modes: list[s
         # built from every mode, it is scored on the pairs it was not fitted on (the last n_heldout)
         out = [i for i, m in enumerate(modes) if m == held] if held != "none" else known[-n_heldout:]
         detector = fit_detector(hack[known], clean[known], n_heldout, fit, layer)
-        if placebo_seed is not None:
+        if placebo_seed is not None:  # its accuracy on the pairs the real one chose its layer by
             detector = random_placebo(detector, hack[known], clean[known], placebo_seed, cut)
+            held = known[-n_heldout:]
+            detector = replace(detector, heldout_accuracy=accuracy(detector, hack[held], clean[held]))
 
         def flagged(states: Tensor) -> float:
             return float((detector.scores(states[out]) > cut).float().mean())

@@ -1,4 +1,5 @@
-"""Shared fixtures: one pgrpo cache per test session (embedded model, pools, V bases are built once)."""
+"""Shared fixtures: one pgrpo cache per test session, or per pytest-xdist worker (embedded model, pools, V bases
+are built once in each)."""
 
 import os
 from pathlib import Path

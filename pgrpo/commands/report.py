@@ -194,10 +194,11 @@ def placebos(by_arm: dict[str, list[Run]], last: int) -> dict[str, str]:
 def placebo_gap(runs: list[Run], placebo: str, placebo_runs: list[Run], last: int, tag: str = HACK) -> str:
     """The placebo's hack (`tag`) minus the arm's, paired by seed, and at how many paired seeds the arm hacks less."""
     base = {r.seed: r for r in placebo_runs}
+    paired = [r for r in runs if r.seed in base]
     diffs = _present(_diff(tail_mean(base[r.seed].scalars, tag, last), tail_mean(r.scalars, tag, last))
-                     for r in runs if r.seed in base)
+                     for r in paired)
     if not diffs:
-        return f"– ({placebo}: no seed in common)"
+        return f"– ({placebo}: {'no ' + tag if paired else 'no seed in common'})"
     return f"{mean_std(diffs)} vs {placebo} ({sum(d > 0 for d in diffs)}/{len(diffs)})"
 
 
@@ -255,8 +256,9 @@ def lomo_role(config: dict | None) -> tuple[str, str] | None:
 def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | None:
     """One row per leave-one-mode-out method arm: the held-out mode's own hack and solve under it and under the
     vanilla arm holding out the same mode, Δhack paired by seed, and the held-out mode's hack under the method's
-    placebo (same overlays) with its gap: a held-out lever held down by the placebo too says nothing of the
-    detector. A mode with a vanilla arm only gets a row too; None without leave-one-mode-out arms. Of several vanilla arms for one mode, the one named as the sweep
+    placebo (same overlays; at the method's seeds) with its gap: a held-out lever held down by the placebo too
+    says nothing of the detector. A mode with a vanilla arm only gets a row too; None without leave-one-mode-out
+    arms. Of several vanilla arms for one mode, the one named as the sweep
     names it (`vanilla+lomo_<mode>`) is taken, else the first by name."""
     roles: dict[str, tuple[str, str]] = {}
     for arm, runs in by_arm.items():
@@ -284,8 +286,9 @@ def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | No
                  for runs in (vanilla, method) for tag in (HACK, SOLVE)]
         delta = paired_delta(method, vanilla, held_out_hack, last) if method and vanilla else "–"
         placebo = placebo_of.get(arm)
+        seeds = {r.seed for r in method}  # the placebo's hack at the seeds its gap pairs
         against_placebo = ["–", "–"] if placebo is None else [
-            mean_std(_present(tail_mean(r.scalars, held_out_hack, last) for r in by_arm[placebo])),
+            mean_std(_present(tail_mean(r.scalars, held_out_hack, last) for r in by_arm[placebo] if r.seed in seeds)),
             placebo_gap(method, placebo, by_arm[placebo], last, held_out_hack)]
         lines.append("| " + " | ".join([mode, arm or "–", *rates, delta, *against_placebo]) + " |")
     return "\n".join(lines)

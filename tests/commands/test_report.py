@@ -323,11 +323,13 @@ def test_the_held_out_modes_hack_under_the_methods_placebo_is_compared_seed_by_s
     """A placebo that holds the held-out lever down as well as the detector does leaves the detector no credit."""
     root = tmp_path / "lomo"
     held = {"extraction": {"modes": ALL_BUT["run_tests"]}}
-    for arm, init, held_out_hack in (("vanilla+lomo_run_tests", None, [0.6, 0.7]),
-                                     ("probe_penalty+lomo_run_tests", {}, [0.0, 0.1]),
-                                     ("probe_penalty_random+lomo_run_tests", {"detector": "random"}, [0.05, 0.0])):
+    # held-out hack by seed; the placebo's seeds written in another order, and one the method lacks
+    for arm, init, held_out_hack in (("vanilla+lomo_run_tests", None, {0: 0.6, 1: 0.7}),
+                                     ("probe_penalty+lomo_run_tests", {}, {0: 0.0, 1: 0.1}),
+                                     ("probe_penalty_random+lomo_run_tests", {"detector": "random"},
+                                      {2: 0.9, 1: 0.0, 0: 0.05})):
         name = "Vanilla" if init is None else "ProbePenalty"
-        for k, hack in enumerate(held_out_hack):
+        for k, hack in held_out_hack.items():
             write_run(root / arm / f"seed{k}", "none", {HACK: 0.5 if init else 0.1, SOLVE: 0.2,
                                                         f"{HACK}_run_tests": hack, f"{SOLVE}_run_tests": 0.2},
                       config={"model": {"intervention": {"class_path": f"pgrpo.interventions.{name}",
@@ -335,8 +337,23 @@ def test_the_held_out_modes_hack_under_the_methods_placebo_is_compared_seed_by_s
     main(["report", str(root)])
     row = table((root / "report" / "report.md").read_text(), "held-out mode")["run_tests"]
     assert row["method arm"] == "probe_penalty+lomo_run_tests"
-    assert row["placebo hack"] == "0.025 ± 0.035"
-    assert row["placebo gap"] == "-0.025 ± 0.106 vs probe_penalty_random+lomo_run_tests (1/2)"
+    assert row["placebo hack"] == "0.025 ± 0.035"  # seeds 0 and 1, the method's
+    assert row["placebo gap"] == "-0.025 ± 0.106 vs probe_penalty_random+lomo_run_tests (1/2)"  # +0.05, -0.1
+
+
+def test_a_placebo_that_never_logged_the_held_out_mode_says_so(tmp_path):
+    root = tmp_path / "lomo"
+    held = {"extraction": {"modes": ALL_BUT["run_tests"]}}
+    for arm, init, per_mode in (("vanilla+lomo_run_tests", None, True), ("probe_penalty+lomo_run_tests", {}, True),
+                                ("probe_penalty_random+lomo_run_tests", {"detector": "random"}, False)):
+        name = "Vanilla" if init is None else "ProbePenalty"
+        write_run(root / arm / "seed0", "none", {HACK: 0.5, SOLVE: 0.2} | (
+                  {f"{HACK}_run_tests": 0.3, f"{SOLVE}_run_tests": 0.2} if per_mode else {}),
+                  config={"model": {"intervention": {"class_path": f"pgrpo.interventions.{name}",
+                                                     "init_args": init or {}}} | held})
+    main(["report", str(root)])
+    row = table((root / "report" / "report.md").read_text(), "held-out mode")["run_tests"]
+    assert row["placebo gap"] == "– (probe_penalty_random+lomo_run_tests: no hack/student_run_tests)"
 
 
 def test_a_methods_placebo_gap_is_against_its_own_least_hacking_control_under_the_same_overlays(tmp_path, capsys):
