@@ -1,5 +1,5 @@
-"""Shared fixtures: one pgrpo cache per test session, or per pytest-xdist worker (embedded model, pools, V bases
-are built once in each)."""
+"""Shared fixtures: one pgrpo cache per test session, shared by its pytest-xdist workers (embedded model, pools, V
+bases are built once)."""
 
 import os
 from pathlib import Path
@@ -36,8 +36,16 @@ def short_pretraining():
 
 @pytest.fixture(scope="session", autouse=True)
 def pgrpo_cache(tmp_path_factory) -> Path:
-    """Isolate the user's ~/.cache/pgrpo; a developer can reuse one with PGRPO_TEST_CACHE to go faster."""
-    path = Path(os.environ.get("PGRPO_TEST_CACHE") or tmp_path_factory.mktemp("pgrpo_cache"))
+    """Isolate the user's ~/.cache/pgrpo; a developer can reuse one with PGRPO_TEST_CACHE to go faster. The
+    pytest-xdist workers of one session share theirs (under their common base temp), so what one builds the others
+    reuse: builds land by atomic rename, and two workers building the same thing at once write the same bytes."""
+    if os.environ.get("PGRPO_TEST_CACHE"):
+        path = Path(os.environ["PGRPO_TEST_CACHE"])
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        path = tmp_path_factory.getbasetemp().parent / "pgrpo_cache"
+        path.mkdir(exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("pgrpo_cache")
     old = os.environ.get("PGRPO_CACHE")
     os.environ["PGRPO_CACHE"] = str(path)
     yield path
