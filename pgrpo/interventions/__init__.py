@@ -5,6 +5,7 @@ import importlib
 
 from pgrpo.interventions.adv_gate import AdvGate
 from pgrpo.interventions.adv_shortcut import AdvShortcut
+from pgrpo.interventions.adv_shortcut_v import AdvShortcutV
 from pgrpo.interventions.base import Intervention, RewardEdit
 from pgrpo.interventions.clean_subspace import CleanSubspace
 from pgrpo.interventions.erase import Erase
@@ -16,7 +17,7 @@ from pgrpo.interventions.reads_v import ReadsV
 from pgrpo.interventions.route import Route
 from pgrpo.interventions.vanilla import Vanilla
 
-__all__ = ["AdvGate", "AdvShortcut", "CleanSubspace", "Erase", "GtPenalty", "GtScreen", "Intervention",
+__all__ = ["AdvGate", "AdvShortcut", "AdvShortcutV", "CleanSubspace", "Erase", "GtPenalty", "GtScreen", "Intervention",
            "ProbePenalty", "ReadsActivations", "ReadsV", "RewardEdit", "Route", "Vanilla", "from_config",
            "intervention_class"]
 

@@ -37,8 +37,12 @@ class AdvShortcut(ReadsActivations):
         return fit_mean_difference(hack, clean)
 
     def rewards(self, module, rewards: Tensor, packed, exploited) -> RewardEdit:
-        scores = self.scores(module, packed).cpu()  # (P*G,)
-        z = (scores - scores.mean()) / scores.std().clamp(min=1e-6)  # over the whole batch, every group
-        penalty = self.alpha * z.clamp(min=0)
-        return RewardEdit(rewards - penalty.view(rewards.shape).to(rewards.dtype), flagged=(z > 0).view(rewards.shape),
-                          stats={"detector/mean_penalty": float(penalty.mean())})
+        return one_sided_penalty(rewards, self.scores(module, packed).cpu(), self.alpha)
+
+
+def one_sided_penalty(rewards: Tensor, scores: Tensor, alpha: float) -> RewardEdit:
+    """(P, G) rewards less alpha · max(0, z), z each row's score (P*G,) z-scored over the whole batch, every group."""
+    z = (scores - scores.mean()) / scores.std().clamp(min=1e-6)
+    penalty = alpha * z.clamp(min=0)
+    return RewardEdit(rewards - penalty.view(rewards.shape).to(rewards.dtype), flagged=(z > 0).view(rewards.shape),
+                      stats={"detector/mean_penalty": float(penalty.mean())})
