@@ -28,6 +28,11 @@ from pgrpo.rollout import pack  # noqa: E402
 from test_cli import fast  # noqa: E402
 
 
+# make test-vllm runs under xdist's loadgroup: the tests of the one engine stay on one worker (one start-up),
+# the fits in their own processes run on the other
+one_engine = pytest.mark.xdist_group("one_engine")
+
+
 @pytest.fixture(scope="module")
 def grpo():
     """One module with the vLLM backend on the embedded default (one engine for the module's tests)."""
@@ -61,6 +66,7 @@ def _set_knobs(module, seed: int, scale: float = 2.0, knob: str = "delta_s") -> 
             getattr(m, knob).copy_(torch.randn(m.rank, generator=g) * scale)
 
 
+@one_engine
 def test_pushed_knobs_make_vllms_logprobs_equal_the_trainers(grpo):
     _set_knobs(grpo, 0)
     samples = grpo.generate(_groups(grpo))
@@ -72,6 +78,7 @@ def test_pushed_knobs_make_vllms_logprobs_equal_the_trainers(grpo):
     assert _max_gap(samples.sampler_logp, base) > 0.1
 
 
+@one_engine
 def test_a_knob_change_is_pushed_once_and_the_deployment_view_gets_its_own_weights(grpo):
     _set_knobs(grpo, 1)
     _set_knobs(grpo, 2, knob="delta_s_hack")
@@ -87,6 +94,7 @@ def test_a_knob_change_is_pushed_once_and_the_deployment_view_gets_its_own_weigh
     assert grpo.vllm_engine().pushes == pushes + 2
 
 
+@one_engine
 def test_the_same_torch_seed_gives_the_same_vllm_samples(grpo):
     torch.manual_seed(3)
     a = grpo.generate(_groups(grpo))
@@ -98,6 +106,7 @@ def test_the_same_torch_seed_gives_the_same_vllm_samples(grpo):
     assert a.completions != c.completions
 
 
+@one_engine
 def test_vllm_and_hf_sample_the_same_distribution(grpo, monkeypatch):
     """Many samples of one prompt from each backend: the mean trainer logprob per token agrees within noise,
     while HF at half the temperature (a different distribution) is far off: the comparison can tell."""
