@@ -46,8 +46,8 @@ def leave_one_mode_out(hack: Tensor, clean: Tensor, wrong: Tensor, modes: list[s
         detector = fit_detector(hack[known], clean[known], n_heldout, fit, layer)
         if placebo_seed is not None:  # its accuracy on the pairs the real one chose its layer by
             detector = random_placebo(detector, hack[known], clean[known], placebo_seed, cut)
-            held = known[-n_heldout:]
-            detector = replace(detector, heldout_accuracy=accuracy(detector, hack[held], clean[held]))
+            tuning = known[-n_heldout:]
+            detector = replace(detector, heldout_accuracy=accuracy(detector, hack[tuning], clean[tuning]))
 
         def flagged(states: Tensor) -> float:
             return float((detector.scores(states[out]) > cut).float().mean())

@@ -42,6 +42,7 @@ def test_a_placebo_flags_the_held_out_hacks_no_more_than_their_clean_solutions()
     real = leave_one_mode_out(*shared, n_heldout=30, fit=fit_mean_difference)
     placebo = leave_one_mode_out(*shared, n_heldout=30, fit=fit_mean_difference, placebo_seed=0)
     assert [r.layer for r in placebo] == [r.layer for r in real]
+    assert [r.held_out for r in placebo] == [r.held_out for r in real] == ["a", "b", "c", "none"]
     assert all(r.hacks_flagged == 1.0 and r.clean_flagged == 0.0 for r in real)
     for r in placebo:  # orthogonal to the hack − clean difference: which completions it flags is chance
         assert abs(r.hacks_flagged - r.clean_flagged) < 0.25, r
