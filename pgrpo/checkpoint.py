@@ -2,7 +2,8 @@
 
 A pgrpo checkpoint holds the knobs, V and the hyperparameters, never the frozen base: the base is
 loaded again from where the run loaded it, and must still be the same model (V's cache key records
-its content id, so an embedded default rebuilt from a changed recipe is caught, not silently used).
+its content id, so an embedded default rebuilt from a changed recipe is caught, not silently used; a recipe
+whose build came out byte-identical, both builds still in the cache, is the same base).
 """
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from pgrpo.adapter import SVDAdapterLinear, attach_adapter, load_adapter_state_dict
 from pgrpo.interventions import Intervention, from_config
-from pgrpo.models import load_model_and_tokenizer, model_id
+from pgrpo.models import load_model_and_tokenizer, model_id, same_base
 
 # the LightningModule's attribute that holds the policy: its state_dict keys start with it
 POLICY_PREFIX = "policy."
@@ -53,9 +54,10 @@ def load_run_checkpoint(path: str | Path, device: str | torch.device = "cpu") ->
     hp = ckpt["hyper_parameters"]
     trained_on = ckpt["pgrpo_basis"]["meta"].get("model_id")
     found = model_id(hp["model"])
-    if trained_on is not None and trained_on != found:
+    if trained_on is not None and not same_base(trained_on, found):
         raise ValueError(f"checkpoint {path}: trained on base {trained_on!r}, but model {hp['model']!r} now is "
-                         f"{found!r}; its knobs only make sense on the base they were trained on")
+                         f"{found!r} (an embedded build of another recipe counts as the same when both are in the cache, file for "
+                         f"file identical); its knobs only make sense on the base they were trained on")
     policy, tokenizer = load_model_and_tokenizer(hp["model"], hp["dtype"], device)
     adapter = attach_adapter(policy, tuple(hp["target_modules"]), hp["max_rank"])
     state = {k.removeprefix(POLICY_PREFIX): v for k, v in ckpt["state_dict"].items()}

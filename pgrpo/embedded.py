@@ -267,6 +267,19 @@ def build_embedded_default(out_dir: Path, openings: str = "shared") -> Path:
     return out_dir
 
 
+def cached_build_digest(build_id: str, cache_dir: Path | None = None) -> str | None:
+    """sha256 over the files of the finished build `build_id` (embedded-<recipe hash>) in the cache, its marker
+    aside; None when the cache holds no such build. Two recipes whose builds share a digest built the same base:
+    a refactor of the sources the recipe hashes changes its id, not its bytes."""
+    build = Path(cache_dir or default_cache_dir()) / build_id
+    if not (build / MARKER).is_file():
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(p for p in build.iterdir() if p.is_file() and p.name != MARKER):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def embedded_default_path(cache_dir: Path | None = None, openings: str = "shared") -> Path:
     """The built embedded checkpoint (hacks opening as `openings` says) under the cache, building it on first use.
 

@@ -15,7 +15,7 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from pgrpo.embedded import embedded_default_path, recipe_hash
+from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
 
 EMBEDDED = "embedded"
@@ -69,6 +69,15 @@ def model_id(name_or_path: str) -> str:
     if path.is_dir():
         return f"{path.resolve()}@{_directory_hash(path)}"
     return f"{name_or_path}@{resolve_model_path(name_or_path).name}"  # snapshot dir name = commit
+
+
+def same_base(recorded: str, current: str) -> bool:
+    """Whether the model a run recorded (its model_id) is the one `current` names now: the same id, or two
+    embedded builds whose recipes differ (a refactor of the hashed sources) but whose cached files are identical."""
+    if recorded == current:
+        return True
+    digests = [cached_build_digest(i) if i.startswith(f"{EMBEDDED}-") else None for i in (recorded, current)]
+    return digests[0] is not None and digests[0] == digests[1]
 
 
 def hack_openings(name_or_path: str) -> str:

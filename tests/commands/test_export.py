@@ -1,5 +1,7 @@
 """`pgrpo export`: a run's deployed model as a Hugging Face checkpoint that loads without pgrpo."""
 
+import shutil
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -7,6 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from pgrpo.adapter import quarantine_zeroed
 from pgrpo.checkpoint import load_run_checkpoint
 from pgrpo.cli import main
+from pgrpo.models import resolve_model_path
 
 
 def test_the_export_loads_without_pgrpo_and_gives_the_deployed_logits(route_ckpt, tmp_path):
@@ -43,6 +46,28 @@ def test_a_checkpoint_trained_on_another_base_is_refused_by_name(route_ckpt, tmp
     torch.save(ckpt, other)
     with pytest.raises(ValueError, match="trained on base 'embedded-0000000000000000'"):
         load_run_checkpoint(other)
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_a_base_rebuilt_from_another_recipe_loads_only_if_its_cached_build_is_identical(route_ckpt, tmp_path,
+                                                                                       monkeypatch, edited):
+    # a refactor of the sources the recipe hashes gives the embedded base a new id, not new bytes
+    current = resolve_model_path("embedded")
+    cache = tmp_path / "cache"
+    shutil.copytree(current, cache / current.name)
+    recorded = shutil.copytree(current, cache / "embedded-1111111111111111")
+    if edited:
+        with open(recorded / "tokenizer_config.json", "a") as f:
+            f.write("\n")
+    monkeypatch.setenv("PGRPO_CACHE", str(cache))
+    ckpt = torch.load(route_ckpt, weights_only=True)
+    ckpt["pgrpo_basis"]["meta"]["model_id"] = recorded.name
+    torch.save(ckpt, tmp_path / "rebuilt.ckpt")
+    if edited:
+        with pytest.raises(ValueError, match="trained on base 'embedded-1111111111111111'"):
+            load_run_checkpoint(tmp_path / "rebuilt.ckpt")
+    else:
+        assert load_run_checkpoint(tmp_path / "rebuilt.ckpt").step == ckpt["global_step"]
 
 
 def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
