@@ -13,14 +13,14 @@ from pgrpo.rollout import Packed
 @torch.no_grad()
 def pooled_states(model, packed: Packed, batch_size: int = 16) -> Tensor:
     """(B, L+1, d) fp32: every layer's hidden states (the embeddings first) averaged over each row's completion
-    tokens. The decoder alone runs: no logits are computed."""
-    decoder = model.get_decoder()
+    tokens. The model's own forward runs, not its decoder's (under FSDP only the root's hooks gather the
+    embeddings), with the logits of one position per row: nothing of the (B, T, V) logits is computed."""
     parts = []
     for rows in torch.arange(len(packed.input_ids), device=packed.input_ids.device).split(batch_size):
         part = packed.rows(rows)  # cut to these rows' own lengths
         position_ids = (part.attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # as generation and the loss
-        hidden = decoder(input_ids=part.input_ids, attention_mask=part.attention_mask, position_ids=position_ids,
-                         output_hidden_states=True, use_cache=False).hidden_states  # L+1 of (b, T, d)
+        hidden = model(input_ids=part.input_ids, attention_mask=part.attention_mask, position_ids=position_ids,
+                       output_hidden_states=True, use_cache=False, logits_to_keep=1).hidden_states  # L+1 of (b, T, d)
         mask = part.completion_mask[:, :, None].float()  # (b, T_c, 1): the completion is the last T_c columns
         width = part.completion_len
         parts.append(torch.stack([(h[:, -width:].float() * mask).sum(1) / mask.sum(1) for h in hidden], 1))

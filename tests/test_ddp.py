@@ -18,6 +18,7 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy
 from torch.distributed.tensor import DTensor
 
+from pgrpo.activations import pair_states
 from pgrpo.callbacks import HackMetricsLogger
 from pgrpo.data import GRPODataModule, PromptGroup
 from pgrpo.env import GradeResult
@@ -81,6 +82,9 @@ def train(out: Path, devices: int, strategy_name: str = "ddp") -> None:
                         callbacks=[HackMetricsLogger()])  # its metrics are gathered over the ranks every step
     trainer.fit(module, datamodule=data)
     torch.save(module.seen, out / f"seen_rank{trainer.global_rank}.pt")
+    # what an activation detector (probe_penalty, adv_shortcut) reads: the same states sharded or not
+    hack, _ = pair_states(module.policy, module.adapter, module.tokenizer, module.extraction_pairs()[:4])
+    torch.save(hack, out / f"pair_states_rank{trainer.global_rank}.pt")
     if strategy_name == "fsdp" and devices > 1:
         check_sharded_generation(module, data, trainer.global_rank, devices, out)
     if trainer.global_rank == 0:
@@ -134,6 +138,9 @@ def test_two_processes_equal_one_process_on_the_same_global_batch(strategy, tmp_
         assert abs(ranks[0][step]["cin_student"] - one[step]["cin_student"]) < 1e-4
     if strategy == "fsdp":
         assert all((ddp / f"generated_rank{r}.pt").exists() for r in (0, 1))
+    for r in (0, 1):
+        torch.testing.assert_close(torch.load(ddp / f"pair_states_rank{r}.pt"), torch.load(single / "pair_states_rank0.pt"),
+                                   rtol=1e-4, atol=1e-5)
     knobs_one, knobs_ddp = torch.load(single / "knobs.pt"), torch.load(ddp / "knobs.pt")
     assert any(k.abs().sum() > 0 for k in knobs_one.values())
     # Adam divides each element by its own gradient scale, so an element whose gradient is ~0 in both runs
