@@ -56,8 +56,8 @@ def load_run_checkpoint(path: str | Path, device: str | torch.device = "cpu") ->
     found = model_id(hp["model"])
     if trained_on is not None and not same_base(trained_on, found):
         raise ValueError(f"checkpoint {path}: trained on base {trained_on!r}, but model {hp['model']!r} now is "
-                         f"{found!r} (an embedded build of another recipe counts as the same when both are in the cache, file for "
-                         f"file identical); its knobs only make sense on the base they were trained on")
+                         f"{found!r} (an embedded build of another recipe counts as the same when both are cached "
+                         f"and identical file for file); its knobs only make sense on the base they were trained on")
     policy, tokenizer = load_model_and_tokenizer(hp["model"], hp["dtype"], device)
     adapter = attach_adapter(policy, tuple(hp["target_modules"]), hp["max_rank"])
     state = {k.removeprefix(POLICY_PREFIX): v for k, v in ckpt["state_dict"].items()}

@@ -139,8 +139,8 @@ def test_two_processes_equal_one_process_on_the_same_global_batch(strategy, tmp_
     if strategy == "fsdp":
         assert all((ddp / f"generated_rank{r}.pt").exists() for r in (0, 1))
     for r in (0, 1):
-        torch.testing.assert_close(torch.load(ddp / f"pair_states_rank{r}.pt"), torch.load(single / "pair_states_rank0.pt"),
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(torch.load(ddp / f"pair_states_rank{r}.pt"),
+                                   torch.load(single / "pair_states_rank0.pt"), rtol=1e-4, atol=1e-5)
     knobs_one, knobs_ddp = torch.load(single / "knobs.pt"), torch.load(ddp / "knobs.pt")
     assert any(k.abs().sum() > 0 for k in knobs_one.values())
     # Adam divides each element by its own gradient scale, so an element whose gradient is ~0 in both runs
