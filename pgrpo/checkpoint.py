@@ -14,7 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from pgrpo.adapter import SVDAdapterLinear, attach_adapter, load_adapter_state_dict
 from pgrpo.interventions import Intervention, from_config
-from pgrpo.models import load_model_and_tokenizer, model_id, same_base
+from pgrpo.models import check_same_base, load_model_and_tokenizer
 
 # the LightningModule's attribute that holds the policy: its state_dict keys start with it
 POLICY_PREFIX = "policy."
@@ -52,12 +52,7 @@ def load_run_checkpoint(path: str | Path, device: str | torch.device = "cpu") ->
     if "hyper_parameters" not in ckpt or "pgrpo_basis" not in ckpt:
         raise ValueError(f"checkpoint {path}: not a pgrpo run checkpoint (no hyper_parameters or pgrpo_basis)")
     hp = ckpt["hyper_parameters"]
-    trained_on = ckpt["pgrpo_basis"]["meta"].get("model_id")
-    found = model_id(hp["model"])
-    if trained_on is not None and not same_base(trained_on, found):
-        raise ValueError(f"checkpoint {path}: trained on base {trained_on!r}, but model {hp['model']!r} now is "
-                         f"{found!r} (an embedded build of another recipe counts as the same when both are cached "
-                         f"and identical file for file); its knobs only make sense on the base they were trained on")
+    check_same_base(ckpt["pgrpo_basis"]["meta"].get("model_id"), hp["model"], f"checkpoint {path}")
     policy, tokenizer = load_model_and_tokenizer(hp["model"], hp["dtype"], device)
     adapter = attach_adapter(policy, tuple(hp["target_modules"]), hp["max_rank"])
     state = {k.removeprefix(POLICY_PREFIX): v for k, v in ckpt["state_dict"].items()}

@@ -80,6 +80,16 @@ def same_base(recorded: str, current: str) -> bool:
     return digests[0] is not None and digests[0] == digests[1]
 
 
+def check_same_base(trained_on: str | None, name_or_path: str, what: str) -> None:
+    """Refuse knobs (a checkpoint's, `what`) trained on another base than the one `name_or_path` is now:
+    δS shifts this base's singular values, and V is this base's directions."""
+    found = model_id(name_or_path)
+    if trained_on is not None and not same_base(trained_on, found):
+        raise ValueError(f"{what}: trained on base {trained_on!r}, but model {name_or_path!r} now is {found!r} (an "
+                         f"embedded build of another recipe counts as the same when both are cached and identical "
+                         f"file for file); its knobs only make sense on the base they were trained on")
+
+
 def hack_openings(name_or_path: str) -> str:
     """How the template hacks (teacher pool, contrastive pairs) open for this model: as its base was pretrained
     to write them for an embedded substrate, else "shared"."""

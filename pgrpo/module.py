@@ -34,7 +34,7 @@ from pgrpo.basis import (
 )
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
-from pgrpo.models import hack_openings, load_model_and_tokenizer, model_id, resolve_model_path
+from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenizer, model_id, resolve_model_path
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
 from pgrpo.interventions import Intervention, Vanilla
 from pgrpo.projection import (
@@ -583,6 +583,9 @@ class ProjectedGRPO(L.LightningModule):
     @override
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         b = checkpoint["pgrpo_basis"]
+        # a resumed run goes on from these knobs and this V: on another base they would train something else
+        where = self._trainer.ckpt_path if self._trainer is not None else None
+        check_same_base(b["meta"].get("model_id"), self.model_name, f"resuming from checkpoint {where}")
         self.basis = HackBasis(b["V"], b["sigma"], b["meta"])
         if "pgrpo_rollouts" in checkpoint:
             self._rollouts = Rollouts.from_tensors(checkpoint["pgrpo_rollouts"])

@@ -1,6 +1,7 @@
 """ProjectedGRPO pieces that a whole fit cannot pin down precisely."""
 
 import math
+import random
 from pathlib import Path
 
 import lightning as L
@@ -303,3 +304,19 @@ def test_sampler_mismatch_is_logged_as_the_mean_gap_and_truncated_importance_wei
             torch.testing.assert_close(w[mask], expected[rows].expand_as(w)[mask], atol=1e-5, rtol=1e-5)
         truncated = float(((offset > math.log(cap)) & student_tokens).sum() / student_tokens.sum())
         assert ro.stats["gen/is_truncated_frac"] == pytest.approx(truncated)
+
+
+def test_a_resume_onto_another_base_is_refused_and_onto_the_same_base_restores_v():
+    # `pgrpo fit --ckpt_path` used to go on from the knobs and V whatever base the model name resolved to now
+    module = ProjectedGRPO()
+    V, sigma = {"layers.0.q": torch.eye(2)}, {"layers.0.q": torch.ones(2)}
+    rng = {"python": random.getstate(), "torch": torch.get_rng_state(), "cuda": []}
+
+    def checkpoint(trained_on: str) -> dict:
+        return {"pgrpo_basis": {"V": V, "sigma": sigma, "meta": {"model_id": trained_on}}, "pgrpo_rng": rng}
+
+    with pytest.raises(ValueError, match="resuming from checkpoint .* trained on base 'embedded-0000000000000000'"):
+        module.on_load_checkpoint(checkpoint("embedded-0000000000000000"))
+    assert module.basis is None
+    module.on_load_checkpoint(checkpoint(grpo_module.model_id("embedded")))
+    assert module.basis.V is V
