@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,6 +29,10 @@ from pgrpo.env.prompts import build_messages
 from pgrpo.chat import render_chat
 from pgrpo.models import hack_openings, load_tokenizer
 from pgrpo.rollout import encode_prompts
+
+# A resumed run's loader starts at the checkpoint's global step (FromStep), so Lightning's warning about loaders
+# that cannot resume mid-epoch is advice for someone else's loader (tests/test_cli.py resumes and compares)
+warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
 
 POOL_SECONDS_PER_PROBLEM = 0.2  # grading its template completions, measured on 2 cores (for the announcement)
 
