@@ -584,8 +584,9 @@ class ProjectedGRPO(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         b = checkpoint["pgrpo_basis"]
         # a resumed run goes on from these knobs and this V: on another base they would train something else
-        where = self._trainer.ckpt_path if self._trainer is not None else None
-        check_same_base(b["meta"].get("model_id"), self.model_name, f"resuming from checkpoint {where}")
+        path = self._trainer.ckpt_path if self._trainer is not None else None
+        check_same_base(b["meta"].get("model_id"), self.model_name,
+                        f"resuming from checkpoint {path}" if path else "resuming from a checkpoint")
         self.basis = HackBasis(b["V"], b["sigma"], b["meta"])
         if "pgrpo_rollouts" in checkpoint:
             self._rollouts = Rollouts.from_tensors(checkpoint["pgrpo_rollouts"])

@@ -315,7 +315,7 @@ def test_a_resume_onto_another_base_is_refused_and_onto_the_same_base_restores_v
     def checkpoint(trained_on: str) -> dict:
         return {"pgrpo_basis": {"V": V, "sigma": sigma, "meta": {"model_id": trained_on}}, "pgrpo_rng": rng}
 
-    with pytest.raises(ValueError, match="resuming from checkpoint .* trained on base 'embedded-0000000000000000'"):
+    with pytest.raises(ValueError, match="resuming from a checkpoint: trained on base 'embedded-0000000000000000'"):
         module.on_load_checkpoint(checkpoint("embedded-0000000000000000"))
     assert module.basis is None
     module.on_load_checkpoint(checkpoint(grpo_module.model_id("embedded")))
