@@ -35,9 +35,12 @@ def policy_states(policy, adapter, packed: Packed) -> Tensor:
 
 def pair_states(policy, adapter, tokenizer, pairs: list[ContrastivePair]) -> tuple[Tensor, Tensor]:
     """(hack, clean) pooled states of the pairs' completions, each (n, L+1, d), under the base model (knobs
-    zeroed), so that a detector built at train start is the same one when a resumed run builds it again."""
+    zeroed), so that a detector built at train start is the same one when a resumed run builds it again.
+
+    On the host, wherever the policy runs: the detector is fitted there (a few pairs' states; its fit and its
+    placebo's random direction are host tensors), and scores live rollouts on their device."""
     prompts = pair_prompts(tokenizer, pairs)
     device = next(policy.parameters()).device
     with knobs_zeroed(adapter), merged_for_generation(adapter):
-        return tuple(pooled_states(policy, pack_completions(tokenizer, prompts, texts).to(device))
+        return tuple(pooled_states(policy, pack_completions(tokenizer, prompts, texts).to(device)).cpu()
                      for texts in ([p.hack for p in pairs], [p.clean for p in pairs]))

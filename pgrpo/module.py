@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import lightning as L
+from lightning.pytorch.utilities import move_data_to_device
 import torch
 from torch import Tensor
 from typing_extensions import override
@@ -567,13 +568,17 @@ class ProjectedGRPO(L.LightningModule):
     # -- checkpoints: knobs, V and RNG state; never the frozen base --------------------------------
     @override
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["state_dict"] = {
-            k: v for k, v in checkpoint["state_dict"].items() if k.endswith((".delta_s", ".delta_s_hack"))
-        }
-        checkpoint["pgrpo_basis"] = {"V": self.basis.V, "sigma": self.basis.sigma, "meta": self.basis.meta}
+        # Every tensor goes to the host: a GPU run's checkpoint then loads with a plain torch.load where there is no
+        # GPU (a laptop, a CPU eval). Resuming puts them back on the device; the values are the same bits.
+        checkpoint["state_dict"] = {k: v.detach().cpu() for k, v in checkpoint["state_dict"].items()
+                                    if k.endswith((".delta_s", ".delta_s_hack"))}
+        host = self.basis.to("cpu")
+        checkpoint["pgrpo_basis"] = {"V": host.V, "sigma": host.sigma, "meta": host.meta}
+        if "optimizer_states" in checkpoint:  # new containers: the live optimizer keeps its device state
+            checkpoint["optimizer_states"] = move_data_to_device(checkpoint["optimizer_states"], "cpu")
         if self._rollouts is not None and self.global_step % self.hparams.num_iterations:
             # inside a num_iterations cycle the next steps reuse this batch: a resume must not regenerate it
-            checkpoint["pgrpo_rollouts"] = self._rollouts.tensors()
+            checkpoint["pgrpo_rollouts"] = move_data_to_device(self._rollouts.tensors(), "cpu")
         # plain tuples and tensors only, so Lightning's weights_only checkpoint loading accepts them
         checkpoint["pgrpo_rng"] = {
             "python": random.getstate(), "torch": torch.get_rng_state(),

@@ -8,6 +8,8 @@ architecture, so `from_pretrained(DIR)` and vLLM load it without pgrpo.
 import shutil
 from pathlib import Path
 
+import torch
+
 from pgrpo.adapter import fold_into_base
 from pgrpo.checkpoint import load_run_checkpoint
 from pgrpo.interventions import from_config
@@ -16,7 +18,7 @@ from pgrpo.interventions import from_config
 SOURCE_CONFIG = "pgrpo_config.yaml"
 
 
-def export(ckpt: str, out: str | None = None) -> None:
+def export(ckpt: str, out: str | None = None, device: str = "auto") -> None:
     """Write the deployed model of a run's checkpoint (δS folded in, δS_hack dropped) as a Hugging Face checkpoint.
 
     The directory gets the weights, the tokenizer, a model card (README.md) naming the arm, the steps
@@ -26,8 +28,11 @@ def export(ckpt: str, out: str | None = None) -> None:
         ckpt: a checkpoint of `pgrpo fit` (…/checkpoints/last.ckpt or epoch=…-step=….ckpt).
         out: the directory to write; it must not exist or be empty (default: deployed-step<N> in the run's
             directory).
+        device: where the adapter's SVD and the fold run: "auto" (cuda when there is one), "cpu", "cuda", ...
+            (a real model's hundreds of SVDs take minutes on a few CPU cores, seconds on a GPU).
     """
-    run = load_run_checkpoint(ckpt)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    run = load_run_checkpoint(ckpt, device)
     out_dir = Path(out) if out else run.path.parent.parent / f"deployed-step{run.step}"
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise FileExistsError(f"--out {out_dir}: exists and is not an empty directory; pick a new one")

@@ -59,6 +59,8 @@ class CleanSubspace(Intervention):
         self.directions = clean_directions(grads, self.k, self.weighting)
         if self.subspace == "random":
             self.directions = random_directions(self.directions, run_seed(self.subspace_seed))
+        # on the knobs' device once, not copied there by each step's gradient hook (a placebo is drawn on the host)
+        self.directions = {n: (c.to(module.device), w.to(module.device)) for n, (c, w) in self.directions.items()}
         kept = sum(len(w) for _, w in self.directions.values())
         rank = sum(module.adapter[name].rank for name in self.directions)
         rank_zero_info(f"clean_subspace: {self.subspace} subspace of {kept} directions of {rank} over "
