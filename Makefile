@@ -6,6 +6,8 @@
 #   make bench  # pgrpo bench: each hot path against its plain version (figures, not a test)
 #   make constraints  # re-resolve the pinned versions (constraints.txt) at their newest
 #   make docs   # build the docs pages (docs/, mkdocs.yml) into site/; any broken link or anchor fails it
+#   make gpu-wheels  # what a bare GPU machine lacks (wheels, the embedded base) into .gpu-bundle, for make gpu-check
+#   make gpu-check OUT=DIR  # on a GPU machine: the CUDA tests and the step's figures (DEVICE=cpu: a rehearsal here)
 # GPU users: `make setup TORCH_SPEC=torch` keeps pip's default (CUDA) torch build.
 PYTHON ?= python3
 VENV ?= .venv
@@ -26,7 +28,7 @@ DEMO_STEPS ?= 60
 TEST_WORKERS ?= auto
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 
-.PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs bench constraints
+.PHONY: setup demo test setup-vllm test-vllm setup-smollm2 docs bench constraints gpu-wheels gpu-check
 setup: $(VENV)/.installed
 setup-vllm: $(VLLM_VENV)/.installed
 
@@ -85,3 +87,27 @@ docs: $(VENV)/.docs-installed
 $(VENV)/.docs-installed: $(VENV)/.installed
 	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[docs]"
 	touch $@
+
+# The GPU check (benchmarks/gpu_check.py; docs/performance.md#the-gpu-check): prepared here, run on a GPU machine
+# that has torch, transformers, lightning, torchmetrics, tensorboard, safetensors, pytest and pytest-xdist, no
+# package registry, and Python GPU_PYTHON_VERSION. GPU_WHEELS is what pgrpo needs beyond those, each pinned by
+# constraints.txt; the check unpacks only the ones the machine lacks.
+GPU_BUNDLE ?= .gpu-bundle
+GPU_PYTHON_VERSION ?= 3.12
+GPU_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
+GPU_WHEELS ?= jsonargparse docstring-parser typeshed-client rich markdown-it-py mdurl pygments matplotlib contourpy \
+	cycler fonttools kiwisolver pillow pyparsing python-dateutil tzdata
+DEVICE ?= cuda
+OUT ?= gpu-out
+# there the machine's own python3; here the project's venv
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+
+gpu-wheels: setup
+	rm -rf $(GPU_BUNDLE)/wheels
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON_VERSION) \
+		$(foreach p,$(GPU_PLATFORMS),--platform $(p)) -c $(CONSTRAINTS) -d $(GPU_BUNDLE)/wheels $(GPU_WHEELS)
+	$(BIN)/python -m benchmarks.gpu_check --prepare-base $(GPU_BUNDLE)/embedded
+	du -sh $(GPU_BUNDLE)/*
+
+gpu-check:
+	$(GPU_PYTHON) -m benchmarks.gpu_check --out $(OUT) --device $(DEVICE) --bundle $(GPU_BUNDLE)
