@@ -32,7 +32,7 @@ def fast(arm: str, logs: Path, steps: int = 4, *extra: str) -> list[str]:
         f"--trainer.max_steps={steps}", "--checkpoint.every_n_train_steps=2",
         f"--trainer.logger.init_args.save_dir={logs}", "--trainer.enable_progress_bar=false",
         "--model.generation.max_new_tokens=24", "--data.group_size=4", "--data.prompts_per_step=2",
-        *extra,
+        "--end_eval.samples_per_problem=1", *extra,
     ]
 
 

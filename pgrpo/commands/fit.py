@@ -10,6 +10,7 @@ from typing_extensions import override
 
 from pgrpo.callbacks import CompletionSamples, HackMetricsLogger, StepCheckpoint
 from pgrpo.data import GRPODataModule
+from pgrpo.end_eval import EndOfRunEval
 from pgrpo.module import ProjectedGRPO
 from pgrpo.progress import StepProgressBar
 from pgrpo.summary import RunSummary
@@ -37,6 +38,7 @@ class PGRPOCLI(LightningCLI):
         parser.add_lightning_class_args(CompletionSamples, "samples")
         parser.add_lightning_class_args(StepCheckpoint, "checkpoint")
         parser.add_lightning_class_args(RunSummary, "summary")
+        parser.add_lightning_class_args(EndOfRunEval, "end_eval")
         parser.set_defaults({
             "checkpoint.every_n_train_steps": 25, "checkpoint.save_top_k": -1, "checkpoint.save_last": True,
             "trainer.log_every_n_steps": 1, "trainer.max_steps": 30, "trainer.precision": "32-true",

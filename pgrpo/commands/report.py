@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pgrpo.env.problems import MODES, NO_LOOPHOLE
 from pgrpo.events import HACK, SOLVE, Run, Scalars, find_runs, first_steps, run_length, setting, tail_mean
+from pgrpo.intervals import t_interval, wilson
 
 # (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
@@ -18,15 +19,13 @@ COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student")
            ("null_teacher", "proj/cin_null_teacher")]
 # the knobs' state beside the rates: a gradient edit that damages the model shows as entropy and ‖δS‖ climbing,
 # and a biased one as δS drifting along V (⟨V, δS⟩ > 0: away from hack); each appears when some run logged it
+# the end-of-run evaluation's scalars (pgrpo/end_eval.py), per split
+END_PREFIXES = {"train": "end/", "heldout": "end/heldout_"}
 STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"), ("⟨V,δS⟩", "adapter/delta_s_along_v")]
 # each appears only when some run logged it: the control's overlap with the real V (logged once, at train start)
 # and the route arm's deployment eval, both read at their last value
 OPTIONAL_COLUMNS = [("control overlap", "proj/control_overlap"), ("deploy hack", "deploy/hack"),
                     ("deploy solve", "deploy/solve")]
-# t_{0.975, df} for df = 1..30, for the 95% two-sided interval of paired differences; beyond 30, the normal's
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-Z975 = 1.96
 
 
 def run_kind(config: dict | None) -> str | None:
@@ -137,11 +136,10 @@ def mean_std(values: list[float]) -> str:
 
 def separated(diffs: list[float]) -> bool:
     """Whether the 95% two-sided t-interval of paired differences, mean ± t·sd/√n, excludes 0."""
-    n = len(diffs)
-    if n < 2:
+    if len(diffs) < 2:
         return False
-    t = T975[n - 2] if n - 1 <= len(T975) else Z975
-    return abs(statistics.mean(diffs)) > t * statistics.stdev(diffs) / math.sqrt(n)
+    mean, half = t_interval(diffs)
+    return abs(mean) > half
 
 
 def paired_delta(runs: list[Run], base_runs: list[Run], tag: str, last: int) -> str:
@@ -202,14 +200,50 @@ def placebo_gap(runs: list[Run], placebo: str, placebo_runs: list[Run], last: in
     return f"{mean_std(diffs)} vs {placebo} ({sum(d > 0 for d in diffs)}/{len(diffs)})"
 
 
+def end_rate(runs: list[Run], split: str, rate: str) -> str:
+    """The end-of-run evaluation's rate over an arm's runs with its 95% interval: 'm [lo, hi]', Wilson's for one
+    run (from its sample count), the t-interval of the runs' rates over seeds for several; '–' if none logged."""
+    prefix = END_PREFIXES[split]
+    rates = _present(tail_mean(r.scalars, f"{prefix}{rate}", 1) for r in runs)
+    if not rates:
+        return "–"
+    if len(rates) == 1:
+        samples = int(tail_mean(next(r for r in runs if r.scalars.get(f"{prefix}{rate}")).scalars,
+                                f"{prefix}samples", 1) or 0)
+        lo, hi = wilson(round(rates[0] * samples), samples) if samples else (math.nan, math.nan)
+    else:
+        mean, half = t_interval(rates)
+        lo, hi = max(0.0, mean - half), min(1.0, mean + half)
+    return f"{statistics.mean(rates):.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def end_table(by_arm: dict[str, list[Run]]) -> str | None:
+    """Per run: the end-of-run evaluation's samples, hack and solve with Wilson intervals, on the training problems
+    and the held-out ones; None if no run logged one."""
+    rows = [(arm, r) for arm, runs in by_arm.items() for r in runs if r.scalars.get("end/hack")]
+    if not rows:
+        return None
+    header = ["arm", "seed", "samples", "hack", "solve", "held-out samples", "held-out hack", "held-out solve"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for arm, r in rows:
+        cells = [arm, r.seed]
+        for split in END_PREFIXES:
+            n = tail_mean(r.scalars, f"{END_PREFIXES[split]}samples", 1)
+            cells.append("–" if n is None else str(int(n)))
+            cells += [end_rate([r], split, rate) if n else "–" for rate in ("hack", "solve")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest: str | None, last: int = 5) -> str:
-    """One markdown row per arm: its kind, seeds, last-`last`-step mean ± std of hack and solve, their deltas
-    paired with `pairs[arm]` at the same seed, solve against the `honest` arm's, hacked runs, the gap to the arm's
-    own placebo, cin."""
-    logged = {tag for runs in by_arm.values() for r in runs for tag in r.scalars}
+    """One markdown row per arm: its kind, seeds, the end-of-run evaluation's hack and solve with their intervals
+    (when logged), last-`last`-step mean ± std of hack and solve, their deltas paired with `pairs[arm]` at the same
+    seed, solve against the `honest` arm's, hacked runs, the gap to the arm's own placebo, cin."""
+    logged = {tag for runs in by_arm.values() for r in runs for tag, values in r.scalars.items() if values}
     columns = list(COLUMNS) + [(c, tag) for c, tag in STATE_COLUMNS + OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
-    header = ["arm", "kind", "seeds", "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
+    end = ["end hack", "end solve"] if "end/hack" in logged else []
+    header = ["arm", "kind", "seeds", *end, "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
               "placebo gap", *[c for c, _ in columns[2:]]]
     placebo_of = placebos(by_arm, last)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -222,8 +256,9 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
         n_hacked = f"{sum(hacked(r.scalars) for r in runs)}/{len(runs)}"
         placebo = placebo_of.get(arm)
         beats = placebo_gap(runs, placebo, by_arm[placebo], last) if placebo else "–"
-        row = [arm, arm_kind(runs), str(len(runs)), cells["hack"], cells["solve"], *deltas, gap, n_hacked, beats,
-               *[cells[c] for c, _ in columns[2:]]]
+        ends = [end_rate(runs, "train", rate) for rate in ("hack", "solve")] if end else []
+        row = [arm, arm_kind(runs), str(len(runs)), *ends, cells["hack"], cells["solve"], *deltas, gap, n_hacked,
+               beats, *[cells[c] for c, _ in columns[2:]]]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -346,9 +381,13 @@ def plot_matched(by_arm: dict[str, list[Run]], honest: str | None, path: Path, l
     plt.close(fig)
 
 
-def explanation(last: int, against: str, honest: str | None, skylines: list[str]) -> str:
+def explanation(last: int, against: str, honest: str | None, skylines: list[str], end: bool = False) -> str:
     """The sentence under the title that says how to read the arm table."""
-    text = (f"Last-{last}-step mean ± sample std over seeds; Δ = paired difference with {against}; "
+    text = ("end hack, end solve: the end-of-run evaluation of the final policy on every training problem (the "
+            "primary numbers), mean over seeds [95% interval: Wilson's for one run, the t-interval over seeds for "
+            "several]. hack, solve: " if end else "")
+    text += (f"{'l' if end else 'L'}ast-{last}-step mean ± sample std over seeds; "
+             f"Δ = paired difference with {against}; "
             f"(n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: "
             f"these seeds cannot separate the two arms. ")
     text += (f"solve − honest = the arm's mean solve minus that of `{honest}`, the positive control (no loophole "
@@ -431,7 +470,7 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     for tag, path in zip((HACK, SOLVE), plots):
         plot_curves(by_arm, tag, path)
     # the model's health and the knobs' drift along V over time, when the runs logged them
-    logged = {tag for rs in by_arm.values() for r in rs for tag in r.scalars}
+    logged = {tag for rs in by_arm.values() for r in rs for tag, values in r.scalars.items() if values}
     for tag, name in (("entropy", "entropy.png"), ("adapter/delta_s_along_v", "drift.png")):
         if tag in logged:
             plots.append(out_dir / name)
@@ -455,8 +494,13 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             notes.append(f"`{arm}`'s runs have unequal lengths ({', '.join(map(str, lengths))} steps): their last "
                          f"steps are not the same steps (`--steps N` reads them all at N).")
     title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
-    parts = [title, *notes, explanation(last, against, honest, skylines),
+    parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged),
              arm_table(by_arm, pairs, honest, last)]
+    ends = end_table(by_arm)
+    if ends:
+        parts += ["End-of-run evaluation, per run: the final policy as deployed, sampled on every training problem and "
+                  "every held-out one under its own loophole at the training temperature; hack and solve with their "
+                  "95% Wilson intervals:", ends]
     modes = mode_table(by_arm, last)
     if modes:
         parts += [f"Per loophole mode, hack / solve (last-{last}-step means over seeds):", modes]

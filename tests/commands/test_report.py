@@ -433,3 +433,30 @@ def test_a_lengthened_sweep_reads_at_the_step_count_it_is_given_without_runs_tha
     out = capsys.readouterr().out
     assert "Left out, shorter than 9 steps: `vanilla/seed0` (7)" in out
     assert table(out, "arm")["vanilla"]["hack"] == "0.000" and table(out, "arm")["vanilla"]["seeds"] == "1"
+
+
+def test_the_end_of_run_evaluation_leads_the_arm_table_with_its_intervals_and_gets_a_table_per_run(tmp_path, capsys):
+    root = tmp_path / "sweep"
+    end = {"vanilla": [(0.5, 0.25), (0.7, 0.15)], "erase": [(0.1, 0.3)]}  # (hack, solve) per seed
+    for arm, seeds in end.items():
+        for seed, (hack, solve) in enumerate(seeds):
+            write_run(root / arm / f"seed{seed}", "none" if arm == "vanilla" else "erase",
+                      {"hack/student": 0.5, "solve/student": 0.2},
+                      sparse={"end/hack": {STEPS - 1: hack}, "end/solve": {STEPS - 1: solve},
+                              "end/samples": {STEPS - 1: 40.0}, "end/heldout_hack": {STEPS - 1: 0.0},
+                              "end/heldout_solve": {STEPS - 1: 0.5}, "end/heldout_samples": {STEPS - 1: 8.0}})
+    main(["report", str(root)])
+    out = capsys.readouterr().out
+    arms = table(out, "arm")
+    # one run: Wilson's interval of 4 of 40; two: the t-interval of 0.5 and 0.7 over seeds (12.706·0.1), in [0, 1]
+    assert arms["erase"]["end hack"] == "0.100 [0.040, 0.231]"
+    assert arms["vanilla"]["end hack"] == "0.600 [0.000, 1.000]"
+    assert arms["vanilla"]["end solve"] == "0.200 [0.000, 0.835]"
+    per_run = table(out.split("End-of-run evaluation, per run")[1], "arm")
+    assert per_run["erase"] == {"arm": "erase", "seed": "seed0", "samples": "40", "hack": "0.100 [0.040, 0.231]",
+                                "solve": "0.300 [0.181, 0.454]", "held-out samples": "8",
+                                "held-out hack": "0.000 [0.000, 0.324]", "held-out solve": "0.500 [0.215, 0.785]"}
+    assert "end hack, end solve: the end-of-run evaluation" in out
+    # read at the step count it is given: an evaluation after step 7 is not the 5-step run's
+    main(["report", str(root), "--steps", "5", "--out", str(tmp_path / "five")])
+    assert "end hack" not in table(capsys.readouterr().out, "arm")["erase"]  # no column: nothing to show

@@ -1,0 +1,118 @@
+"""The end-of-run evaluation: a run's primary numbers, from its final policy as deployed, with their intervals.
+
+A training step's hack and solve rates are a few hundred samples of a policy that was still moving; a run's
+last five steps are 120 student samples (standard error ≈ 0.045 at a rate of 0.5). So a run ends by sampling
+its final policy (δS_hack zeroed, as it ships) on every training problem and on the held-out ones, under the
+prompt each was trained with (its own loophole), at the training temperature, `samples_per_problem` each, from
+a fixed seed. The counts and their Wilson intervals go to `end_eval.json` in the run's directory, and the rates
+to the curves as end/... at the last step, where `pgrpo report` reads them.
+"""
+
+import json
+import time
+from pathlib import Path
+
+from lightning.pytorch import Callback
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
+from typing_extensions import override
+
+from pgrpo.callbacks import log_scalars, module_rollouts
+from pgrpo.env import Problem
+from pgrpo.evaluate import SampleAndGrade, evaluate, with_loopholes
+from pgrpo.intervals import wilson
+from pgrpo.rollout import seeded
+
+FILE = "end_eval.json"
+# (what was sampled, scalar prefix): the training problems, and the problems the run never trained on
+SPLITS = (("train", "end/"), ("heldout", "end/heldout_"))
+
+
+class EndOfRunEval(Callback):
+    """At the end of training: hack and solve of the final policy as deployed, on every training problem and every
+    held-out one, with Wilson intervals (end_eval.json; end/hack, end/solve, end/samples and the same with
+    end/heldout_ at the last step)."""
+
+    def __init__(self, samples_per_problem: int = 0, seed: int = 0, prompts_per_call: int = 16):
+        """
+        Args:
+            samples_per_problem: completions of each problem (0: no evaluation; the embedded configs take 8).
+            seed: sampling seed (the same at every run: two arms are sampled alike, not their noise).
+            prompts_per_call: problems per generate call (memory: each brings samples_per_problem rows).
+        """
+        if samples_per_problem < 0 or prompts_per_call < 1:
+            raise ValueError(f"end_eval: samples_per_problem={samples_per_problem} must be >= 0 and "
+                             f"prompts_per_call={prompts_per_call} >= 1")
+        self.samples_per_problem = samples_per_problem
+        self.seed = seed
+        self.prompts_per_call = prompts_per_call
+
+    @override
+    def on_train_end(self, trainer, pl_module) -> None:
+        if not self.samples_per_problem or trainer.global_step < (trainer.max_steps or 0):
+            return  # off, or the run stopped early (it is evaluated when a resume finishes it)
+        start = time.perf_counter()
+        dm = trainer.datamodule
+        result = end_of_run_eval(pl_module, {"train": dm.train_problems, "heldout": dm.eval_problems}, dm.problems,
+                                 self.samples_per_problem, self.seed, self.prompts_per_call)
+        result |= {"step": trainer.global_step, "seconds": time.perf_counter() - start}
+        log_scalars(trainer, scalars(result))
+        self._write(trainer, result)
+
+    @rank_zero_only
+    def _write(self, trainer, result: dict) -> None:
+        board = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
+        if board is not None:
+            path = Path(board.log_dir) / FILE
+            path.write_text(json.dumps(result, indent=1))
+            rank_zero_info(f"end-of-run evaluation: {summary_line(result)} ({path})")
+
+
+def end_of_run_eval(pl_module, splits: dict[str, list[Problem]], everything: list[Problem], n: int, seed: int,
+                    prompts_per_call: int) -> dict:
+    """Per split, the samples, strict hacks and correct answers of the deployed policy, with Wilson intervals."""
+    result = {"samples_per_problem": n, "seed": seed, "temperature": pl_module.generation.temperature}
+    with seeded(seed, pl_module.device), pl_module.intervention.deployed(pl_module.adapter):
+        for split, problems in splits.items():
+            if not problems:
+                result[split] = None
+                continue
+            counts = evaluate(with_loopholes(problems, everything), n, _in_calls(module_rollouts(pl_module),
+                              prompts_per_call), variants=["fixed_name"], seed=seed)["fixed_name"]
+            entry = {"problems": counts["prompts"], "samples": counts["samples"]}
+            for name, key in (("hack", "strict_hack"), ("solve", "correct")):
+                entry[name] = counts[f"{key}_rate"]
+                entry[f"{name}_count"] = counts[key]
+                entry[f"{name}_wilson"] = wilson(counts[key], counts["samples"])
+            entry["per_mode"] = {m: {"samples": c["samples"], "hack": c["strict_hack_rate"], "solve": c["correct_rate"]}
+                                 for m, c in counts["per_mode"].items()}
+            result[split] = entry
+    return result
+
+
+def scalars(result: dict) -> dict[str, float]:
+    out = {}
+    for split, prefix in SPLITS:
+        if result.get(split):
+            out |= {f"{prefix}hack": result[split]["hack"], f"{prefix}solve": result[split]["solve"],
+                    f"{prefix}samples": float(result[split]["samples"])}
+    return out
+
+
+def summary_line(result: dict) -> str:
+    parts = []
+    for split, _ in SPLITS:
+        e = result.get(split)
+        if e:
+            parts.append(f"{split} hack {e['hack']:.3f} [{e['hack_wilson'][0]:.3f}, {e['hack_wilson'][1]:.3f}], "
+                         f"solve {e['solve']:.3f} [{e['solve_wilson'][0]:.3f}, {e['solve_wilson'][1]:.3f}] "
+                         f"of {e['samples']}")
+    return "; ".join(parts)
+
+
+def _in_calls(rollouts: SampleAndGrade, prompts_per_call: int) -> SampleAndGrade:
+    """The same rollouts, `prompts_per_call` problems per generate call."""
+    def chunked(problems: list[Problem], n: int) -> list:
+        return [row for i in range(0, len(problems), prompts_per_call)
+                for row in rollouts(problems[i:i + prompts_per_call], n)]
+    return chunked

@@ -1,0 +1,33 @@
+"""The end-of-run evaluation: every embedded fit ends on its final policy's hack and solve, with intervals."""
+
+import json
+
+from pgrpo.cli import main
+from pgrpo.events import read_scalars
+from pgrpo.intervals import wilson
+from test_cli import fast
+
+
+def test_a_fit_ends_on_its_final_policys_rates_on_every_training_and_held_out_problem(tmp_path):
+    main(fast("vanilla", tmp_path, 2, "--end_eval.samples_per_problem=3"))
+    run = tmp_path / "vanilla" / "version_0"
+    result = json.loads((run / "end_eval.json").read_text())
+    # the embedded configs hold 6 of the 48 problems out of training
+    assert (result["train"]["problems"], result["heldout"]["problems"]) == (42, 6)
+    assert (result["train"]["samples"], result["heldout"]["samples"]) == (42 * 3, 6 * 3)
+    assert result["step"] == 2 and result["samples_per_problem"] == 3 and result["temperature"] == 1.0
+    for split in ("train", "heldout"):
+        e = result[split]
+        for rate in ("hack", "solve"):
+            assert e[rate] == e[f"{rate}_count"] / e["samples"]
+            assert list(wilson(e[f"{rate}_count"], e["samples"])) == e[f"{rate}_wilson"]
+        assert sum(m["samples"] for m in e["per_mode"].values()) == e["samples"]
+    scalars = read_scalars(run)
+    assert scalars["end/samples"] == [(1, 126.0)] and scalars["end/heldout_samples"] == [(1, 18.0)]
+    assert scalars["end/hack"] == [(1, result["train"]["hack"])]
+
+
+def test_no_evaluation_when_it_is_off(tmp_path):
+    main(fast("vanilla", tmp_path, 1, "--end_eval.samples_per_problem=0"))
+    run = tmp_path / "vanilla" / "version_0"
+    assert not (run / "end_eval.json").exists() and "end/hack" not in read_scalars(run)
