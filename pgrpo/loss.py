@@ -13,6 +13,8 @@ from pgrpo.hf_compat import cache_name
 AdvantageScale = Literal["none", "group", "batch"]
 KLEstimator = Literal["k1", "k2", "k3"]
 Reduction = Literal["drgrpo", "grpo"]
+TeacherWeight = Literal["one", "student_prob"]
+TeacherAdvantage = Literal["signed", "positive"]
 
 
 def group_advantages(rewards: Tensor, scale: AdvantageScale = "none", eps: float = 1e-6,
@@ -167,6 +169,15 @@ class LossConfig:
     reduction: Reduction = "drgrpo"
     """drgrpo: masked token losses summed over rows × the generation's max_new_tokens; grpo: each row averaged
     over its own tokens, then over rows."""
+    teacher_weight: TeacherWeight = "one"
+    """How a teacher row's tokens enter the loss. The rows are off-policy: cached completions the student did not
+    sample. one: as if on-policy (ratio ≡ 1, unclipped: the seed's treatment); student_prob: each token weighted
+    by the student's own probability of it, π_θ(y_t), the importance weight π_θ/π_teacher against a teacher that
+    writes its text with probability 1 (so never above 1; a constant, no gradient through it): a sequence the
+    student would not write moves it little, whichever the sign of its advantage."""
+    teacher_advantage: TeacherAdvantage = "signed"
+    """signed: a teacher row's group-normalised advantage as it is; positive: max(A, 0), a demonstration that
+    is learned from when it beats its group and never pushed down."""
 
     def __post_init__(self) -> None:
         if not self.epsilon > 0:
@@ -179,6 +190,25 @@ class LossConfig:
             raise ValueError(f"LossConfig.kl_estimator must be 'k1', 'k2' or 'k3', got {self.kl_estimator!r}")
         if self.reduction not in ("drgrpo", "grpo"):
             raise ValueError(f"LossConfig.reduction must be 'drgrpo' or 'grpo', got {self.reduction!r}")
+        if self.teacher_weight not in ("one", "student_prob"):
+            raise ValueError(f"LossConfig.teacher_weight must be 'one' or 'student_prob', got {self.teacher_weight!r}")
+        if self.teacher_advantage not in ("signed", "positive"):
+            raise ValueError(f"LossConfig.teacher_advantage must be 'signed' or 'positive', "
+                             f"got {self.teacher_advantage!r}")
+
+
+def teacher_advantages(advantages: Tensor, is_student: Tensor, cfg: LossConfig) -> Tensor:
+    """(B,) advantages with the teacher rows' treated as `cfg.teacher_advantage` says; student rows untouched."""
+    if cfg.teacher_advantage == "signed":
+        return advantages
+    return torch.where(is_student.to(advantages.device), advantages, advantages.clamp(min=0))
+
+
+def teacher_token_weights(logp: Tensor, is_student: Tensor, cfg: LossConfig) -> Tensor | None:
+    """(B, T_c) token weights of `cfg.teacher_weight`: π_θ(y_t) on teacher rows, 1 on student rows (None: all 1)."""
+    if cfg.teacher_weight == "one":
+        return None
+    return torch.where(is_student.to(logp.device)[:, None], torch.ones_like(logp), logp.detach().exp().clamp(max=1))
 
 
 def kl_per_token(logp: Tensor, ref_logp: Tensor, estimator: KLEstimator) -> Tensor:

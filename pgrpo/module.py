@@ -34,7 +34,8 @@ from pgrpo.basis import (
     RUN_POOL, ExtractionConfig, cached_basis_path, contrastive_pairs, load_or_extract_basis, rank_zero_basis,
 )
 from pgrpo.extraction import HackBasis
-from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
+from pgrpo.loss import (LossConfig, group_advantages, grpo_loss, teacher_advantages, teacher_token_weights,
+                        token_logprobs)
 from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenizer, model_id, resolve_model_path
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
 from pgrpo.interventions import Intervention, Vanilla
@@ -352,6 +353,8 @@ class ProjectedGRPO(L.LightningModule):
         rewards_t = edit.rewards
         advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=edit.keep)
         advantages = self.intervention.advantages(self, advantages.flatten()).view_as(advantages)
+        # the harness's treatment of the off-policy teacher rows (model.loss.teacher_advantage), after the arm's
+        advantages = teacher_advantages(advantages.flatten(), torch.tensor(is_student), self.loss_cfg)
         sampler_logp = None
         if students.sampler_logp is not None:  # (B, T_c): student rows as sampled, teacher rows 0 (never sampled)
             sampler_logp = torch.zeros(packed.completion_mask.shape, dtype=torch.float32)
@@ -410,6 +413,7 @@ class ProjectedGRPO(L.LightningModule):
         self._pad_sharded_passes(ro, len(batches))
         prompt_parts_student = []  # per micro-batch with shared prompts: whether each shared prompt is a student's
         mismatch = torch.zeros(3, device=self.device)  # Σ|Δlogp|, Σ IS-weight truncated, student tokens
+        teacher_weight = torch.zeros(2, device=self.device)  # Σ teacher token weights, teacher tokens
         with capture_row_grads(self.adapter) as captured, no_sync():
             for rows in batches:
                 packed = ro.packed.rows(rows)  # cut to these rows' own lengths
@@ -426,10 +430,14 @@ class ProjectedGRPO(L.LightningModule):
                     # teacher rows were never sampled by this policy: their ratio is forced to 1
                     old = torch.where(ro.is_student[rows, None], ro.old_logp[rows, :width], logp.detach())
                 ref = ro.ref_logp[rows, :width] if ro.ref_logp is not None else None
-                token_weight = None
+                token_weight = teacher_token_weights(logp, ro.is_student[rows], self.loss_cfg)
+                if token_weight is not None:
+                    teacher_tokens = packed.completion_mask * ~ro.is_student[rows, None]
+                    teacher_weight += torch.stack([(token_weight * teacher_tokens).sum(), teacher_tokens.sum()])
                 if ro.sampler_logp is not None:
-                    token_weight = self.sampler_correction(ro, rows, logp if old is None else old, packed,
-                                                           mismatch)
+                    correction = self.sampler_correction(ro, rows, logp if old is None else old, packed, mismatch)
+                    if correction is not None:
+                        token_weight = correction if token_weight is None else token_weight * correction
                 loss, stats = grpo_loss(logp, old, ref, ro.advantages[rows], packed.completion_mask, self.loss_cfg,
                                         denominator_rows=total_rows, max_new_tokens=self.generation.max_new_tokens,
                                         token_weight=token_weight)
@@ -446,6 +454,8 @@ class ProjectedGRPO(L.LightningModule):
                 ro.stats["gen/is_truncated_frac"] = float(mismatch[1] / mismatch[2])
         grads = StepGrads.from_forwards(captured.per_row, batches, len(live), prompt_parts_student)
         stats = {k: v / max(1, len(index)) for k, v in stats_sum.items()}
+        if teacher_weight[1] > 0:  # how far off-policy the teacher rows were: their tokens' mean π_θ(y_t)
+            stats["teacher/token_weight"] = float(teacher_weight[0] / teacher_weight[1])
         return float(loss_sum), stats, grads
 
     def sampler_correction(self, ro: Rollouts, rows: Tensor, at_sampling: Tensor, packed: Packed,

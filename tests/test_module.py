@@ -1,6 +1,7 @@
 """ProjectedGRPO pieces that a whole fit cannot pin down precisely."""
 
 import math
+from dataclasses import replace
 import random
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from pgrpo.env import NO_LOOPHOLE, GradeResult, load_problems
 from pgrpo.env.pool import TeacherRow
 from pgrpo.extraction import HackBasis
 from pgrpo import module as grpo_module
-from pgrpo.loss import LossConfig
+from pgrpo.loss import LossConfig, teacher_advantages, teacher_token_weights
 from pgrpo.batch import Rollouts, Samples
 from pgrpo.module import ProjectedGRPO
 from pgrpo.optim import OptimConfig
@@ -320,3 +321,33 @@ def test_a_resume_onto_another_base_is_refused_and_onto_the_same_base_restores_v
     assert module.basis is None
     module.on_load_checkpoint(checkpoint(grpo_module.model_id("embedded")))
     assert module.basis.V is V
+
+
+@pytest.mark.parametrize("treatment", [{"teacher_advantage": "positive"}, {"teacher_weight": "student_prob"}])
+def test_an_off_policy_treatment_of_the_teacher_rows_changes_their_gradient_alone(grpo, monkeypatch, treatment):
+    # group 0's teacher row is penalised (A < 0), group 1's rewarded (A > 0)
+    ro = rollouts([[1.0, 0.25, 0.25, 0.0], [0.0, 0.25, 0.0, 1.25]], n_student=3)
+    grads = {}
+    for name, cfg in (("seed", LossConfig()), ("treated", LossConfig(**treatment))):
+        monkeypatch.setattr(grpo, "loss_cfg", cfg)
+        treated = replace(ro, advantages=teacher_advantages(ro.advantages, ro.is_student, cfg))
+        grads[name] = treated, grpo.split_backward(treated)[2].split(ro.is_student)
+    (seed_ro, (s_student, s_teacher)), (ro_t, (t_student, t_teacher)) = grads["seed"], grads["treated"]
+    for name in s_student:
+        torch.testing.assert_close(t_student[name], s_student[name])  # the student rows train as before
+    assert any(not torch.allclose(t_teacher[n], s_teacher[n]) for n in s_teacher)
+    if "teacher_advantage" in treatment:  # the penalised teacher row gets no push down
+        teacher = ~ro.is_student
+        assert seed_ro.advantages[teacher].min() < 0 and ro_t.advantages[teacher].min() == 0
+        torch.testing.assert_close(ro_t.advantages[ro.is_student], seed_ro.advantages[ro.is_student])
+
+
+def test_the_student_probability_weight_is_each_teacher_tokens_own_probability_capped_at_one():
+    logp = torch.log(torch.tensor([[0.5, 0.9], [0.2, 1.0]])).requires_grad_(True)
+    is_student = torch.tensor([True, False])
+    assert teacher_token_weights(logp, is_student, LossConfig()) is None
+    weight = teacher_token_weights(logp, is_student, LossConfig(teacher_weight="student_prob"))
+    torch.testing.assert_close(weight, torch.tensor([[1.0, 1.0], [0.2, 1.0]]))
+    assert not weight.requires_grad
+    with pytest.raises(ValueError, match="teacher_weight"):
+        LossConfig(teacher_weight="two")
