@@ -6,6 +6,7 @@ so arms are the sweep's arms and runs of two arms with the same seed<k> are pair
 (checkpoints, configs, logs, PNGs, unreadable event files) is skipped.
 """
 
+import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ class Run:
     path: Path
     scalars: Scalars
     config: dict | None  # the config.yaml the CLI saved beside the event files; None if missing or unreadable
+    base: dict | None = None  # the base it recorded (load_base); None for a run from before runs recorded it
 
 
 def find_runs(logdir: str | Path) -> list[Run]:
@@ -64,7 +66,7 @@ def find_runs(logdir: str | Path) -> list[Run]:
         if HACK not in scalars or SOLVE not in scalars:
             continue  # e.g. a run that died before its first step
         arm = run_dir.parent.relative_to(logdir).as_posix() if run_dir != logdir else run_dir.parent.name
-        runs.append(Run(arm, run_dir.name, run_dir, scalars, load_config(run_dir)))
+        runs.append(Run(arm, run_dir.name, run_dir, scalars, load_config(run_dir), load_base(run_dir)))
     return sorted(runs, key=lambda r: (r.arm, r.seed))
 
 
@@ -82,6 +84,18 @@ def run_length(run: Run) -> int:
 def first_steps(scalars: Scalars, n: int) -> Scalars:
     """The scalars of steps 0..n-1 only: the run as it stood when it had taken n optimizer steps."""
     return {tag: [(step, v) for step, v in values if step < n] for tag, values in scalars.items()}
+
+
+BASE_FILE = "base.json"  # what a run records of its base (pgrpo.summary.RunSummary, models.base_record)
+
+
+def load_base(run_dir: Path) -> dict | None:
+    """The base a run recorded; None for a run from before runs recorded it, or an unreadable file."""
+    try:
+        base = json.loads((run_dir / BASE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return base if isinstance(base, dict) and "digest" in base else None
 
 
 def load_config(run_dir: Path) -> dict | None:

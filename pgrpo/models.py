@@ -71,6 +71,15 @@ def model_id(name_or_path: str) -> str:
     return f"{name_or_path}@{resolve_model_path(name_or_path).name}"  # snapshot dir name = commit
 
 
+def base_record(name_or_path: str) -> dict[str, str]:
+    """What a run records of its base: the name it was given, its model_id and a digest of its files (for an
+    embedded build, sha256 over its files: two machines that built the same recipe to different bytes differ
+    here; for a directory, its model_id's hash of the config and the weight files' sizes and times)."""
+    found = model_id(name_or_path)
+    digest = cached_build_digest(found) if name_or_path in EMBEDDED_OPENINGS else None
+    return {"model": name_or_path, "model_id": found, "digest": digest or found}
+
+
 def same_base(recorded: str, current: str) -> bool:
     """Whether the model a run recorded (its model_id) is the one `current` names now: the same id, or two
     embedded builds whose recipes differ (a refactor of the hashed sources) but whose cached files are identical."""

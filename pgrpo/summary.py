@@ -4,6 +4,7 @@ Read back from the run's own TensorBoard events, so the summary says what `pgrpo
 will say, never a number of its own.
 """
 
+import json
 import time
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
-from pgrpo.events import Scalars, read_scalars
+from pgrpo.events import BASE_FILE, Scalars, read_scalars
+from pgrpo.models import base_record
 
 WINDOW = 5  # steps averaged at the start and at the end, as `pgrpo report` does at the end
 
@@ -31,6 +33,15 @@ class RunSummary(L.Callback):
     @override
     def on_train_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
+        self._record_base(trainer, pl_module)
+
+    @rank_zero_only
+    def _record_base(self, trainer, pl_module) -> None:
+        """base.json beside the curves: `pgrpo report` refuses to pool runs whose bases differ."""
+        board = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
+        if board is not None:
+            Path(board.log_dir).mkdir(parents=True, exist_ok=True)
+            (Path(board.log_dir) / BASE_FILE).write_text(json.dumps(base_record(pl_module.model_name), indent=1))
 
     @override
     @rank_zero_only

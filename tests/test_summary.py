@@ -24,3 +24,17 @@ def test_the_summary_shows_entropy_and_where_the_knobs_sit_along_v():
 def test_an_oracle_skylines_summary_says_so():
     text = summary({"hack/student": [(0, 0.0)]}, Path("logs/gt_screen/version_0"), "gt_screen", 1, 1.0, reads_oracle=True)
     assert text.startswith("pgrpo: 1 steps of the 'gt_screen' arm (an oracle skyline")
+
+
+def test_a_fit_records_its_bases_files_digest_beside_its_curves(tmp_path):
+    import json
+
+    from pgrpo.cli import main
+    from pgrpo.embedded import cached_build_digest
+    from pgrpo.models import model_id
+    from test_cli import fast
+
+    main(fast("vanilla", tmp_path, 1))
+    base = json.loads((tmp_path / "vanilla" / "version_0" / "base.json").read_text())
+    assert base == {"model": "embedded", "model_id": model_id("embedded"),
+                    "digest": cached_build_digest(model_id("embedded"))}

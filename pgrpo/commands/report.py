@@ -88,6 +88,27 @@ def held_out_mode(config: dict | None) -> str | None:
     return missing[0] if len(missing) == 1 else None
 
 
+def one_base(by_arm: dict[str, list[Run]]) -> str | None:
+    """The base every run recorded, as a line for the report; refused (SystemExit, naming the runs) when runs
+    recorded different bases: their numbers are not of one model. None when no run recorded one."""
+    by_digest: dict[str, list[Run]] = {}
+    for runs in by_arm.values():
+        for r in runs:
+            if r.base is not None:
+                by_digest.setdefault(r.base["digest"], []).append(r)
+    if len(by_digest) > 1:
+        raise SystemExit("these runs trained on different bases, and one report does not pool them (pick the runs of "
+                         "one base with --arms):\n" + "\n".join(
+                             f"  {runs[0].base['model_id']} ({digest[:16]}): "
+                             + ", ".join(f"{r.arm}/{r.seed}" for r in runs) for digest, runs in by_digest.items()))
+    if not by_digest:
+        return None
+    (digest, runs), = by_digest.items()
+    unrecorded = sum(r.base is None for rs in by_arm.values() for r in rs)
+    return (f"Base: `{runs[0].base['model_id']}` (files sha256 {digest[:16]}), recorded by {len(runs)} runs"
+            + (f"; {unrecorded} runs from before runs recorded it" if unrecorded else "") + ".")
+
+
 def pick_baseline(by_arm: dict[str, list[Run]], baseline: str | None) -> str | None:
     """The given arm; else the one vanilla arm (preferring one named `vanilla`); None if that is ambiguous."""
     if baseline is not None:
@@ -460,6 +481,7 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         if unknown:
             raise SystemExit(f"--arms names arms that {logdir} does not have: {unknown} (it has {sorted(by_arm)})")
         by_arm = {arm: by_arm[arm] for arm in arms}
+    bases = one_base(by_arm)
     base = pick_baseline(by_arm, baseline)
     if base is not None:  # the baseline row first, the others alphabetically
         by_arm = {base: by_arm[base]} | {arm: rs for arm, rs in by_arm.items() if arm != base}
@@ -494,6 +516,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             notes.append(f"`{arm}`'s runs have unequal lengths ({', '.join(map(str, lengths))} steps): their last "
                          f"steps are not the same steps (`--steps N` reads them all at N).")
     title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
+    if bases:
+        notes.append(bases)
     parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged),
              arm_table(by_arm, pairs, honest, last)]
     ends = end_table(by_arm)

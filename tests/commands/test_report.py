@@ -460,3 +460,18 @@ def test_the_end_of_run_evaluation_leads_the_arm_table_with_its_intervals_and_ge
     # read at the step count it is given: an evaluation after step 7 is not the 5-step run's
     main(["report", str(root), "--steps", "5", "--out", str(tmp_path / "five")])
     assert "end hack" not in table(capsys.readouterr().out, "arm")["erase"]  # no column: nothing to show
+
+
+def test_runs_on_different_bases_are_refused_by_name_and_one_base_is_named(tmp_path, capsys):
+    import json
+
+    root = tmp_path / "sweep"
+    for arm, seed, digest in (("vanilla", 0, "a" * 64), ("vanilla", 1, "a" * 64), ("erase", 0, "b" * 64)):
+        run = root / arm / f"seed{seed}"
+        write_run(run, "none" if arm == "vanilla" else "erase", {"hack/student": 0.5, "solve/student": 0.2})
+        (run / "base.json").write_text(json.dumps({"model": "embedded", "model_id": f"embedded-{digest[:4]}",
+                                                   "digest": digest}))
+    with pytest.raises(SystemExit, match=r"(?s)different bases.*embedded-bbbb \(bbbb.*erase/seed0"):
+        main(["report", str(root)])
+    main(["report", str(root), "--arms", "[vanilla]"])
+    assert f"Base: `embedded-aaaa` (files sha256 {'a' * 16}), recorded by 2 runs." in capsys.readouterr().out
