@@ -40,7 +40,8 @@ from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenize
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
 from pgrpo.interventions import Intervention, Vanilla
 from pgrpo.projection import (
-    along_v, grad_hack_fraction, knob_snapshot, measure_grads, rollout_hack_fraction, update_hack_fraction,
+    along_v, grad_hack_fraction, knob_snapshot, measure_grads, removed_share, rollout_hack_fraction,
+    update_hack_fraction,
 )
 from pgrpo.batch import Rollouts, Samples, detector_stats, grading_stats, rollout_overlap_stats
 from pgrpo.rollout import Packed, SamplingConfig, encode_prompts, pack, sample
@@ -248,7 +249,9 @@ class ProjectedGRPO(L.LightningModule):
             self.intervention.before_update(self, opt)
             before = knob_snapshot(self.adapter)
             opt.step()
+            stepped = knob_snapshot(self.adapter)
             self.intervention.update(self, before)  # the update or the knobs' position
+            proj |= self.active_rates(proj, before, stepped)
             # the hack-ward fraction of the change the step finally made
             proj["proj/cout_update"] = update_hack_fraction(self.adapter, self.basis, before)
             sched.step()
@@ -350,9 +353,15 @@ class ProjectedGRPO(L.LightningModule):
         # exploited is the oracle's verdict: only an intervention that declares it reads it is handed it
         oracle = torch.tensor(exploited).view_as(rewards_t) if self.intervention.reads_oracle else None
         edit = self.intervention.rewards(self, rewards_t, packed, oracle)
+        # the rollouts the intervention acted on: a reward edited or screened out, or an advantage edited
+        acted = edit.rewards != rewards_t
+        if edit.keep is not None:
+            acted |= ~edit.keep.to(torch.bool)
         rewards_t = edit.rewards
         advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=edit.keep)
-        advantages = self.intervention.advantages(self, advantages.flatten()).view_as(advantages)
+        normalised = advantages.flatten()
+        advantages = self.intervention.advantages(self, normalised.clone()).view_as(advantages)
+        acted = acted.flatten() | (advantages.flatten() != normalised)
         # the harness's treatment of the off-policy teacher rows (model.loss.teacher_advantage), after the arm's
         advantages = teacher_advantages(advantages.flatten(), torch.tensor(is_student), self.loss_cfg)
         sampler_logp = None
@@ -374,6 +383,7 @@ class ProjectedGRPO(L.LightningModule):
                 with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
                     ref_logp = self.row_logprobs(packed, roles)
         stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std) | edit.stats
+        stats["intervention/rollout_rate"] = float(acted.float().mean())
         if edit.flagged is not None:  # measured here against the oracle, never handed to the intervention
             stats |= detector_stats(edit.flagged, torch.tensor(exploited), torch.tensor(is_student))
         samples = [
@@ -523,10 +533,27 @@ class ProjectedGRPO(L.LightningModule):
         diag = measure_grads(self.adapter, self.basis, g_student, g_teacher)
         for m in self.adapter.values():
             m.delta_s_hack.grad = None
+        raw = {n: m.delta_s.grad.clone() for n, m in self.adapter.items()}
         self.intervention.gradient(self)
         diag["cout"] = grad_hack_fraction(self.adapter, self.basis)  # the gradient the optimizer gets
+        weight_stats["intervention/gradient_removed"] = removed_share(
+            raw, {n: m.delta_s.grad for n, m in self.adapter.items()})
         stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
         return stats | weight_stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, self.basis), ro)
+
+    def active_rates(self, proj: dict[str, float], before: dict[str, Tensor], stepped: dict[str, Tensor]) -> dict:
+        """How strongly the intervention acted this step, at each level, and `intervention/active_rate`, the largest
+        (an arm acts at one level; a placebo is matched to its method on it): the share of the update its
+        `update` hook took back; with what project_grads measured, the share of the gradient's norm its
+        `gradient` hook removed and its mean advantage discount, 1 − the mean weight of the live rollouts (the
+        rollouts it acted on are measured with the batch, `intervention/rollout_rate`)."""
+        made = {n: stepped[n] - before[n] for n in before}
+        kept = {n: m.delta_s.detach() - before[n] for n, m in self.adapter.items()}
+        rates = {"intervention/update_removed": removed_share(made, kept),
+                 "intervention/advantage_discount": 1 - proj.get("proj/advantage_weight", 1.0)}
+        levels = [*rates.values(), proj.get("intervention/gradient_removed", 0.0),
+                  self._rollouts.stats.get("intervention/rollout_rate", 0.0)]
+        return rates | {"intervention/active_rate": max(levels)}
 
     def weight_rollouts(self, grads: StepGrads, ro: Rollouts, weights: Tensor) -> tuple[StepGrads, dict[str, float]]:
         """Each rollout's advantage times its weight (B,), applied to the gradient the backward already took.

@@ -132,6 +132,17 @@ def project_knobs(
                 modules[name].delta_s_hack.add_(made - knob)
 
 
+def removed_share(before: Mapping[str, Tensor], after: Mapping[str, Tensor]) -> float:
+    """‖before − after‖ / ‖before‖ over every module together: the share of a gradient's (or an update's) norm
+    that an edit took away (0 when `before` is zero)."""
+    with torch.no_grad():
+        names = sorted(before)
+        b = torch.cat([before[n].detach().float().flatten() for n in names])
+        a = torch.cat([after[n].detach().float().flatten().to(b.device) for n in names])
+        norm = b.norm()
+        return float((b - a).norm() / norm) if norm > 0 else 0.0
+
+
 def update_hack_fraction(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis,
                          before: Mapping[str, Tensor]) -> float:
     """The hack-ward fraction of the change δS − before the step made (after any projection of it): the cout

@@ -246,3 +246,24 @@ def test_an_interventions_help_explains_each_of_its_knobs(capsys):
         main(["fit", "--model.intervention.help", "Erase"])
     text = " ".join(capsys.readouterr().out.split())
     assert "which coefficients c = V g of the target are removed" in text and "--model.intervention.v" in text
+
+
+ACTIVE_LEVEL = {"vanilla": None, "erase": "intervention/gradient_removed", "route": "intervention/update_removed",
+                "adv_gate": "intervention/advantage_discount", "gt_penalty": "intervention/rollout_rate"}
+
+
+@pytest.mark.parametrize("arm", list(ACTIVE_LEVEL))
+def test_every_arm_logs_how_strongly_it_acted_at_the_level_it_acts(arm, tmp_path):
+    main(fast(arm, tmp_path, 3))
+    scalars = read_scalars(tmp_path / arm / "version_0")
+    level = ACTIVE_LEVEL[arm]
+    active = [v for _, v in scalars["intervention/active_rate"]]
+    assert len(active) == 3 and all(0 <= v <= 1 for v in active)
+    if level is None:  # vanilla acts nowhere
+        assert active == [0.0, 0.0, 0.0]
+        return
+    assert max(active) > 0
+    assert dict(scalars["intervention/active_rate"]) == dict(scalars[level])  # the level it acts at is the largest
+    others = {"intervention/gradient_removed", "intervention/update_removed", "intervention/advantage_discount",
+              "intervention/rollout_rate"} - {level}
+    assert all(v == 0 for tag in others for _, v in scalars[tag])

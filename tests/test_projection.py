@@ -315,3 +315,12 @@ def test_route_moves_the_training_knob_exactly_as_vanilla_moves_its_own(target):
     v, r = vanilla["m"], route["m"]
     assert r.delta_s_hack.detach().norm() > 0.01  # something was parked
     torch.testing.assert_close(r.delta_s.detach() + r.delta_s_hack.detach(), v.delta_s.detach(), atol=1e-5, rtol=0)
+
+
+def test_the_removed_share_is_the_norm_an_edit_took_away_over_every_module():
+    from pgrpo.projection import removed_share
+
+    before = {"a": torch.tensor([3.0, 0.0]), "b": torch.tensor([0.0, 4.0])}
+    assert removed_share(before, before) == 0.0
+    assert removed_share(before, {"a": torch.tensor([3.0, 0.0]), "b": torch.zeros(2)}) == pytest.approx(0.8)
+    assert removed_share({"a": torch.zeros(2)}, {"a": torch.ones(2)}) == 0.0  # nothing to remove from

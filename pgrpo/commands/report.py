@@ -19,6 +19,7 @@ COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student")
            ("null_teacher", "proj/cin_null_teacher")]
 # the knobs' state beside the rates: a gradient edit that damages the model shows as entropy and ‖δS‖ climbing,
 # and a biased one as δS drifting along V (⟨V, δS⟩ > 0: away from hack); each appears when some run logged it
+ACTIVE = "intervention/active_rate"
 # the end-of-run evaluation's scalars (pgrpo/end_eval.py), per split
 END_PREFIXES = {"train": "end/", "heldout": "end/heldout_"}
 STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"), ("⟨V,δS⟩", "adapter/delta_s_along_v")]
@@ -185,6 +186,13 @@ def solve_gap(runs: list[Run], honest_runs: list[Run] | None, last: int) -> str:
     return "–" if gap is None else f"{round(gap, 3) + 0.0:+.3f}"  # + 0.0: a gap that rounds to -0 reads +0.000
 
 
+def active_rate(runs: list[Run]) -> str:
+    """How strongly an arm acted (`intervention/active_rate`: the share of rollouts it acted on, of the gradient or
+    update it removed, or of advantage it discounted), each run's mean over its steps, mean ± std over seeds."""
+    return mean_std(_present(statistics.mean(v for _, v in r.scalars[ACTIVE]) if r.scalars.get(ACTIVE) else None
+                             for r in runs))
+
+
 def hacked(scalars: Scalars) -> bool:
     """The public benchmark's definition: at some step, more samples hacked than solved."""
     solve = dict(scalars.get(SOLVE, []))
@@ -264,8 +272,9 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
     columns = list(COLUMNS) + [(c, tag) for c, tag in STATE_COLUMNS + OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
     end = ["end hack", "end solve"] if "end/hack" in logged else []
+    active = ["active", "placebo active"] if ACTIVE in logged else []
     header = ["arm", "kind", "seeds", *end, "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
-              "placebo gap", *[c for c, _ in columns[2:]]]
+              "placebo gap", *active, *[c for c, _ in columns[2:]]]
     placebo_of = placebos(by_arm, last)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for arm, runs in by_arm.items():
@@ -278,8 +287,9 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
         placebo = placebo_of.get(arm)
         beats = placebo_gap(runs, placebo, by_arm[placebo], last) if placebo else "–"
         ends = [end_rate(runs, "train", rate) for rate in ("hack", "solve")] if end else []
+        strength = [active_rate(runs), active_rate(by_arm[placebo]) if placebo else "–"] if active else []
         row = [arm, arm_kind(runs), str(len(runs)), *ends, cells["hack"], cells["solve"], *deltas, gap, n_hacked,
-               beats, *[cells[c] for c, _ in columns[2:]]]
+               beats, *strength, *[cells[c] for c, _ in columns[2:]]]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -402,7 +412,8 @@ def plot_matched(by_arm: dict[str, list[Run]], honest: str | None, path: Path, l
     plt.close(fig)
 
 
-def explanation(last: int, against: str, honest: str | None, skylines: list[str], end: bool = False) -> str:
+def explanation(last: int, against: str, honest: str | None, skylines: list[str], end: bool = False,
+                active: bool = False) -> str:
     """The sentence under the title that says how to read the arm table."""
     text = ("end hack, end solve: the end-of-run evaluation of the final policy on every training problem (the "
             "primary numbers), mean over seeds [95% interval: Wilson's for one run, the t-interval over seeds for "
@@ -415,6 +426,11 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
              f"in the prompt): compare hack at matched solve. " if honest else
              "solve − honest: – (this sweep has no honest arm, data.modes none). ")
     text += "hacked = runs that at some step hacked more samples than they solved. "
+    if active:
+        text += ("active = how strongly the arm acted (intervention/active_rate: the share of rollouts it acted on, "
+                 "of the gradient's or the update's norm it removed, or of the advantage it discounted; each run's "
+                 "mean over its steps), placebo active = the same of its placebo: a placebo is a control only at a "
+                 "matched strength. ")
     text += ("placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, "
              "the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks "
              "less. ")
@@ -518,7 +534,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
     if bases:
         notes.append(bases)
-    parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged),
+    parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged,
+                                        active=ACTIVE in logged),
              arm_table(by_arm, pairs, honest, last)]
     ends = end_table(by_arm)
     if ends:

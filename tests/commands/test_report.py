@@ -475,3 +475,20 @@ def test_runs_on_different_bases_are_refused_by_name_and_one_base_is_named(tmp_p
         main(["report", str(root)])
     main(["report", str(root), "--arms", "[vanilla]"])
     assert f"Base: `embedded-aaaa` (files sha256 {'a' * 16}), recorded by 2 runs." in capsys.readouterr().out
+
+
+def test_each_methods_active_rate_sits_beside_its_placebos(tmp_path, capsys):
+    root = tmp_path / "sweep"
+    probe = {"class_path": "pgrpo.interventions.ProbePenalty", "init_args": {}}
+    placebo = {"class_path": "pgrpo.interventions.ProbePenalty", "init_args": {"detector": "random"}}
+    for arm, config, rate in (("vanilla", {"class_path": CLASS["none"]}, 0.0), ("probe_penalty", probe, 0.1),
+                              ("probe_penalty_random", placebo, 0.4)):
+        for seed in (0, 1):
+            write_run(root / arm / f"seed{seed}", "none", {"hack/student": 0.5, "solve/student": 0.2},
+                      sparse={"intervention/active_rate": {step: rate + 0.1 * seed for step in range(STEPS)}},
+                      config={"model": {"intervention": config}})
+    main(["report", str(root)])
+    rows = table(capsys.readouterr().out, "arm")
+    assert (rows["probe_penalty"]["active"], rows["probe_penalty"]["placebo active"]) == ("0.150 ± 0.071",
+                                                                                        "0.450 ± 0.071")
+    assert rows["vanilla"]["placebo active"] == "–"
