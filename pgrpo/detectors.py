@@ -97,10 +97,12 @@ def accuracy(detector: LinearDetector, hack: Tensor, clean: Tensor) -> float:
     return float(((detector.scores(hack) > 0).float().mean() + (detector.scores(clean) <= 0).float().mean()) / 2)
 
 
-def random_placebo(detector: LinearDetector, hack: Tensor, clean: Tensor, seed: int, cut: float = 0.0) -> LinearDetector:
+def random_placebo(detector: LinearDetector, hack: Tensor, clean: Tensor, seed: int, cut: float = 0.0,
+                   calibrate_on: Tensor | None = None) -> LinearDetector:
     """The placebo of `detector`: a random direction at its layer and weight norm, orthogonal to the difference of
-    the hack and clean means there, its bias set so that it flags (score > cut) the same share of the pairs'
-    completions (n, L+1, d) each as the real one. Only *which* rollouts it flags differs.
+    the hack and clean means there, its bias set so that it flags (score > cut) the same share of `calibrate_on`'s
+    completions (B, L+1, d) as the real one (default: the pairs' completions (n, L+1, d) each). Only *which*
+    rollouts it flags differs.
 
     Orthogonal, because a merely random direction is no null here: hack and clean completions differ in their
     pooled states along many features at once, so a random direction has a share of the mean difference and reads
@@ -113,7 +115,7 @@ def random_placebo(detector: LinearDetector, hack: Tensor, clean: Tensor, seed: 
     weight = weight - (weight @ shift) * shift
     weight = weight * detector.weight.norm() / weight.norm()
     placebo = LinearDetector(detector.layer, weight, 0.0, detector.mean, detector.scale, float("nan"))
-    states = torch.cat([hack, clean])
+    states = torch.cat([hack, clean]) if calibrate_on is None else calibrate_on
     rate = float((detector.scores(states) > cut).float().mean())
     scores = placebo.scores(states)
     # flag the top `rate` share: the bias puts `cut` between the last flagged completion's score and the next one's

@@ -2,9 +2,14 @@
 rollout's advantage is scaled by 1 − σ((f − center) / temperature), f the hack-ward fraction of that rollout's
 own gradient (in the spirit of Wu & Tang 2026's probe-discounted advantages, with V as the probe)."""
 
+import math
+
 import torch
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
+from pgrpo.calibration import base_rollout_grads, matching_center
+from pgrpo.interventions.base import log_at_start
 from pgrpo.interventions.reads_v import ReadsV, Source
 from pgrpo.projection import advantage_gate, rollout_hack_fraction
 from pgrpo.step_grads import StepGrads
@@ -27,6 +32,7 @@ class AdvGate(ReadsV):
             raise ValueError(f"temperature={temperature}: must be > 0")
         self.center = center
         self.temperature = temperature
+        self.gate_center = center  # a placebo's is calibrated at train start (`prepare`)
 
     def check(self, module) -> None:
         # the step scales each rollout's gradient after the one backward, which equals scaling its advantage only
@@ -38,6 +44,26 @@ class AdvGate(ReadsV):
             raise ValueError(f"AdvGate scales each rollout's gradient as its advantage, but the KL term's is not "
                              f"proportional to it: set model.loss.beta: 0 (got {module.loss_cfg.beta})")
 
+    def prepare(self, module) -> None:
+        """Measure the gate's strength on the base policy's rollouts: its mean discount there (logged as
+        intervention/start_rate). A placebo moves its center until its own discount there is its method's: a
+        random V's rollout fractions sit far below the real V's, so at the real center it would gate nothing."""
+        rows = base_rollout_grads(module)
+        if not len(next(iter(rows.values()))):
+            rank_zero_warn("adv_gate: no base rollout carried an advantage (every group's rewards were equal), so "
+                           "its strength was not measured and a placebo keeps the configured center")
+            log_at_start(module, {"intervention/start_rate": math.nan, "intervention/gate_center": self.gate_center})
+            return
+        own = rollout_hack_fraction(rows, module.basis)
+        if self.placebo:
+            real = module.extract_basis(module.trainer.datamodule.extraction_problems)  # the cached real V
+            target = float(1 - advantage_gate(rollout_hack_fraction(rows, real), self.center, self.temperature).mean())
+            self.gate_center = matching_center(own, target, self.temperature)
+            rank_zero_info(f"adv_gate placebo: center {self.gate_center:.4f} discounts the base's rollouts as the real "
+                           f"V's gate at {self.center} does ({target:.3f} on average, {len(own)} rollouts)")
+        rate = float(1 - advantage_gate(own, self.gate_center, self.temperature).mean())
+        log_at_start(module, {"intervention/start_rate": rate, "intervention/gate_center": self.gate_center})
+
     def advantage_weights(self, module, grads: StepGrads) -> Tensor:
         with torch.no_grad():
-            return advantage_gate(rollout_hack_fraction(grads.rows, module.basis), self.center, self.temperature)
+            return advantage_gate(rollout_hack_fraction(grads.rows, module.basis), self.gate_center, self.temperature)

@@ -3,8 +3,9 @@ hidden states, built at train start from the contrastive pairs V is extracted fr
 overlay, `model.extraction.modes`, restricts it too), fixed while training runs, or its random placebo.
 
 The placebo is the same detector with a random direction at the same layer and weight norm, orthogonal to the
-hack − clean mean difference, flagging as many of the pairs' completions as the real one (pgrpo/detectors.py):
-if the real detector does not beat it, the intervention's effect is the penalty's size, not its aim.
+hack − clean mean difference, flagging as many of the base policy's own rollouts as the real one
+(pgrpo/calibration.py, pgrpo/detectors.py): if the real detector does not beat it, the intervention's effect is
+the penalty's size, not its aim.
 """
 
 from abc import ABC, abstractmethod
@@ -14,6 +15,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
 from pgrpo.activations import pair_states, policy_states
+from pgrpo.adapter import knobs_zeroed
+from pgrpo.calibration import base_completions
 from pgrpo.detectors import LinearDetector, accuracy, fit_detector, random_placebo
 from pgrpo.interventions.base import Intervention, log_at_start, run_seed
 from pgrpo.rollout import Packed
@@ -33,7 +36,7 @@ class ReadsActivations(Intervention, ABC):
             layer: hidden states read (0: the embeddings, -1: the last layer); None: the decoder layer whose
                 detector classifies the held-out pairs (model.extraction.n_heldout) best.
             detector: real (fitted on the hack/clean pairs) or random (the placebo: a random direction at the same
-                layer and weight norm, flagging as many of the pairs' completions).
+                layer and weight norm, flagging as many of the base policy's own rollouts at train start).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
         """
         if detector not in ("real", "random"):
@@ -57,13 +60,17 @@ class ReadsActivations(Intervention, ABC):
         rank_zero_info(f"{self.arm()}: detector at hidden state {fitted.layer} of {hack.shape[1] - 1}, held-out "
                        f"pair accuracy {fitted.heldout_accuracy:.3f} ({len(hack)} pairs)")
         stats = {"detector/layer": float(fitted.layer), "detector/heldout_accuracy": fitted.heldout_accuracy}
+        # the base policy's own rollouts (never graded): the placebo flags as many of them as the real detector
+        with knobs_zeroed(module.adapter):
+            base_states = policy_states(module.policy, module.adapter, base_completions(module)).cpu()
         if self.detector == "random":
-            fitted = random_placebo(fitted, hack, clean, run_seed(self.detector_seed), self.cut)
+            fitted = random_placebo(fitted, hack, clean, run_seed(self.detector_seed), self.cut, base_states)
             held = slice(-module.extraction.n_heldout, None)
             stats["detector/placebo_heldout_accuracy"] = accuracy(fitted, hack[held], clean[held])
             rank_zero_info(f"{self.arm()}: the placebo reads a random direction there, orthogonal to the hack − clean "
                            f"mean difference: held-out pair accuracy {stats['detector/placebo_heldout_accuracy']:.3f}")
         self.fitted = fitted
+        stats["intervention/start_rate"] = float((fitted.scores(base_states) > self.cut).float().mean())
         log_at_start(module, stats)
 
     def scores(self, module, packed: Packed) -> Tensor:

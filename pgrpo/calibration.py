@@ -1,0 +1,68 @@
+"""Placebos matched in strength: at train start a placebo is set to act on as much of the base policy's own
+rollouts as its method does (EVIDENCE.md: a placebo that does nothing by construction is no control, and
+neither is one that acts far more often).
+
+The rollouts are the base policy's (knobs zeroed), about 128 of them, sampled from a fixed seed on the first
+training problems.
+The oracle never labels them: a detector's flag rate needs no reward at all, and a gradient gate's needs the
+training reward alone, the flawed grader's, which the step hands every arm anyway. So a resumed run calibrates
+to the same bits, and the method and its placebo are measured on the same samples.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+
+from pgrpo.adapter import knobs_zeroed
+from pgrpo.batch import Rollouts
+from pgrpo.chat import render_chat
+from pgrpo.data import PromptGroup
+from pgrpo.env.prompts import build_messages
+from pgrpo.rollout import Packed, pack, seeded
+
+ROLLOUTS, SEED = 128, 1234  # a rate to within about 1/128
+
+
+def base_groups(module) -> list[PromptGroup]:
+    """The first training problems, each with the run's own student samples per group, about ROLLOUTS in all."""
+    dm = module.trainer.datamodule
+    problems = dm.train_problems[:math.ceil(ROLLOUTS / dm.n_student)]
+    return [PromptGroup(p, render_chat(module.tokenizer, build_messages(p)), [], dm.n_student) for p in problems]
+
+
+def base_completions(module) -> Packed:
+    """The base policy's rollouts, packed and never graded (what a detector's flag rate is matched on)."""
+    with seeded(SEED, module.device), knobs_zeroed(module.adapter):
+        samples = module.generate(base_groups(module))
+        if samples.grading is not None:
+            samples.grading.close()
+    return pack(samples.prompt_ids, samples.completions, module.tokenizer.pad_token_id).to(module.device)
+
+
+def base_rollout_grads(module) -> dict[str, Tensor]:
+    """Each live base rollout's own knob gradient (B_live, r) per module, as the step computes it: sampled,
+    rewarded by the training grader, group-normalised, one backward under the base (knobs zeroed). The knobs'
+    .grad are left empty."""
+    groups = base_groups(module)
+    with seeded(SEED, module.device), knobs_zeroed(module.adapter):
+        samples = module.generate(groups)
+        ro: Rollouts = module.assemble(groups, samples, module.grade(groups, samples))
+        _, _, grads = module.split_backward(ro)
+    for m in module.adapter.values():
+        m.delta_s.grad = m.delta_s_hack.grad = None
+    live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1])
+    return {name: rows[live.to(rows.device)] for name, rows in grads.rows.items()}
+
+
+def matching_center(fractions: Tensor, target: float, temperature: float) -> float:
+    """The center c at which the gate 1 − σ((f − c)/T) discounts `fractions` by `target` on average
+    (bisection: the mean discount falls as c rises)."""
+    def discount(center: float) -> float:
+        return float((torch.sigmoid((fractions - center) / temperature)).mean())
+
+    lo, hi = float(fractions.min()) - 20 * temperature, float(fractions.max()) + 20 * temperature
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if discount(mid) > target else (lo, mid)
+    return (lo + hi) / 2
