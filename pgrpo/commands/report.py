@@ -19,7 +19,7 @@ COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student")
            ("null_teacher", "proj/cin_null_teacher")]
 # the knobs' state beside the rates: a gradient edit that damages the model shows as entropy and ‖δS‖ climbing,
 # and a biased one as δS drifting along V (⟨V, δS⟩ > 0: away from hack); each appears when some run logged it
-ACTIVE = "intervention/active_rate"
+ACTIVE, START = "intervention/active_rate", "intervention/start_rate"
 # the end-of-run evaluation's scalars (pgrpo/end_eval.py), per split
 END_PREFIXES = {"train": "end/", "heldout": "end/heldout_"}
 STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"), ("⟨V,δS⟩", "adapter/delta_s_along_v")]
@@ -186,10 +186,11 @@ def solve_gap(runs: list[Run], honest_runs: list[Run] | None, last: int) -> str:
     return "–" if gap is None else f"{round(gap, 3) + 0.0:+.3f}"  # + 0.0: a gap that rounds to -0 reads +0.000
 
 
-def active_rate(runs: list[Run]) -> str:
+def active_rate(runs: list[Run], tag: str = ACTIVE) -> str:
     """How strongly an arm acted (`intervention/active_rate`: the share of rollouts it acted on, of the gradient or
-    update it removed, or of advantage it discounted), each run's mean over its steps, mean ± std over seeds."""
-    return mean_std(_present(statistics.mean(v for _, v in r.scalars[ACTIVE]) if r.scalars.get(ACTIVE) else None
+    update it removed, or of advantage it discounted), each run's mean over its steps, mean ± std over seeds; with
+    tag START, its strength on the base policy's rollouts at train start (pgrpo/calibration.py)."""
+    return mean_std(_present(statistics.mean(v for _, v in r.scalars[tag]) if r.scalars.get(tag) else None
                              for r in runs))
 
 
@@ -273,8 +274,9 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
     end = ["end hack", "end solve"] if "end/hack" in logged else []
     active = ["active", "placebo active"] if ACTIVE in logged else []
+    start = ["start", "placebo start"] if START in logged else []
     header = ["arm", "kind", "seeds", *end, "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
-              "placebo gap", *active, *[c for c, _ in columns[2:]]]
+              "placebo gap", *active, *start, *[c for c, _ in columns[2:]]]
     placebo_of = placebos(by_arm, last)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for arm, runs in by_arm.items():
@@ -288,6 +290,8 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
         beats = placebo_gap(runs, placebo, by_arm[placebo], last) if placebo else "–"
         ends = [end_rate(runs, "train", rate) for rate in ("hack", "solve")] if end else []
         strength = [active_rate(runs), active_rate(by_arm[placebo]) if placebo else "–"] if active else []
+        if start:
+            strength += [active_rate(runs, START), active_rate(by_arm[placebo], START) if placebo else "–"]
         row = [arm, arm_kind(runs), str(len(runs)), *ends, cells["hack"], cells["solve"], *deltas, gap, n_hacked,
                beats, *strength, *[cells[c] for c, _ in columns[2:]]]
         lines.append("| " + " | ".join(row) + " |")
@@ -413,7 +417,7 @@ def plot_matched(by_arm: dict[str, list[Run]], honest: str | None, path: Path, l
 
 
 def explanation(last: int, against: str, honest: str | None, skylines: list[str], end: bool = False,
-                active: bool = False) -> str:
+                active: bool = False, start: bool = False) -> str:
     """The sentence under the title that says how to read the arm table."""
     text = ("end hack, end solve: the end-of-run evaluation of the final policy on every training problem (the "
             "primary numbers), mean over seeds [95% interval: Wilson's for one run, the t-interval over seeds for "
@@ -431,6 +435,9 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
                  "of the gradient's or the update's norm it removed, or of the advantage it discounted; each run's "
                  "mean over its steps), placebo active = the same of its placebo: a placebo is a control only at a "
                  "matched strength. ")
+    if start:
+        text += ("start, placebo start = the same measured at train start on the base policy's own rollouts, where "
+                 "a placebo is calibrated to its method's. ")
     text += ("placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, "
              "the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks "
              "less. ")
@@ -535,7 +542,7 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     if bases:
         notes.append(bases)
     parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged,
-                                        active=ACTIVE in logged),
+                                        active=ACTIVE in logged, start=START in logged),
              arm_table(by_arm, pairs, honest, last)]
     ends = end_table(by_arm)
     if ends:

@@ -485,10 +485,13 @@ def test_each_methods_active_rate_sits_beside_its_placebos(tmp_path, capsys):
                               ("probe_penalty_random", placebo, 0.4)):
         for seed in (0, 1):
             write_run(root / arm / f"seed{seed}", "none", {"hack/student": 0.5, "solve/student": 0.2},
-                      sparse={"intervention/active_rate": {step: rate + 0.1 * seed for step in range(STEPS)}},
+                      sparse={"intervention/active_rate": {step: rate + 0.1 * seed for step in range(STEPS)},
+                              "intervention/start_rate": {0: rate}},
                       config={"model": {"intervention": config}})
     main(["report", str(root)])
     rows = table(capsys.readouterr().out, "arm")
     assert (rows["probe_penalty"]["active"], rows["probe_penalty"]["placebo active"]) == ("0.150 ± 0.071",
                                                                                         "0.450 ± 0.071")
     assert rows["vanilla"]["placebo active"] == "–"
+    assert (rows["probe_penalty"]["start"], rows["probe_penalty"]["placebo start"]) == ("0.100 ± 0.000",
+                                                                                      "0.400 ± 0.000")
