@@ -232,7 +232,8 @@ def placebo_gap(runs: list[Run], placebo: str, placebo_runs: list[Run], last: in
 
 def end_rate(runs: list[Run], split: str, rate: str) -> str:
     """The end-of-run evaluation's rate over an arm's runs with its 95% interval: 'm [lo, hi]', Wilson's for one
-    run (from its sample count), the t-interval of the runs' rates over seeds for several; '–' if none logged."""
+    run (from its sample count), the t-interval of the runs' rates over seeds for several (Wilson's of their pooled
+    samples where every run gave the same rate, where the t-interval has no width); '–' if none logged."""
     prefix = END_PREFIXES[split]
     rates = _present(tail_mean(r.scalars, f"{prefix}{rate}", 1) for r in runs)
     if not rates:
@@ -244,6 +245,10 @@ def end_rate(runs: list[Run], split: str, rate: str) -> str:
     else:
         mean, half = t_interval(rates)
         lo, hi = max(0.0, mean - half), min(1.0, mean + half)
+        if half == 0:  # every seed the same rate (0 hacks at every seed): the pooled samples' Wilson interval
+            samples = [tail_mean(r.scalars, f"{prefix}samples", 1) or 0 for r in runs if r.scalars.get(f"{prefix}{rate}")]
+            n = int(sum(samples))
+            lo, hi = wilson(round(mean * n), n) if n else (lo, hi)
     return f"{statistics.mean(rates):.3f} [{lo:.3f}, {hi:.3f}]"
 
 

@@ -452,6 +452,7 @@ def test_the_end_of_run_evaluation_leads_the_arm_table_with_its_intervals_and_ge
     assert arms["erase"]["end hack"] == "0.100 [0.040, 0.231]"
     assert arms["vanilla"]["end hack"] == "0.600 [0.000, 1.000]"
     assert arms["vanilla"]["end solve"] == "0.200 [0.000, 0.835]"
+    assert arms["vanilla"]["end hack"] == "0.600 [0.000, 1.000]"
     per_run = table(out.split("End-of-run evaluation, per run")[1], "arm")
     assert per_run["erase"] == {"arm": "erase", "seed": "seed0", "samples": "40", "hack": "0.100 [0.040, 0.231]",
                                 "solve": "0.300 [0.181, 0.454]", "held-out samples": "8",
@@ -495,3 +496,14 @@ def test_each_methods_active_rate_sits_beside_its_placebos(tmp_path, capsys):
     assert rows["vanilla"]["placebo active"] == "–"
     assert (rows["probe_penalty"]["start"], rows["probe_penalty"]["placebo start"]) == ("0.100 ± 0.000",
                                                                                       "0.400 ± 0.000")
+
+
+def test_an_arm_at_the_same_rate_at_every_seed_gets_the_wilson_interval_of_its_pooled_samples(tmp_path, capsys):
+    root = tmp_path / "sweep"
+    for seed in range(3):
+        write_run(root / "vanilla" / f"seed{seed}", "none", {"hack/student": 0.5, "solve/student": 0.2},
+                  sparse={"end/hack": {STEPS - 1: 0.0}, "end/solve": {STEPS - 1: 0.5}, "end/samples": {STEPS - 1: 16.0}})
+    main(["report", str(root)])
+    row = table(capsys.readouterr().out, "arm")["vanilla"]
+    # 0 hacks of 48 samples: [0, 0.074], not [0, 0]
+    assert (row["end hack"], row["end solve"]) == ("0.000 [0.000, 0.074]", "0.500 [0.364, 0.636]")
