@@ -327,12 +327,7 @@ def real_step_figures(model: str, problems: str, repeats: int, max_new_tokens: i
     base = load_model_and_tokenizer(model)[0]
 
     def bare() -> None:
-        embeds = base.get_input_embeddings()(packed.input_ids).detach().requires_grad_(True)
-        position_ids = (packed.attention_mask.cumsum(-1) - 1).clamp(min=0)
-        logits = base(inputs_embeds=embeds, attention_mask=packed.attention_mask, position_ids=position_ids,
-                      logits_to_keep=packed.completion_len + 1).logits[:, :-1].float()  # (B, T_c, V)
-        logp = torch.log_softmax(logits, -1).gather(-1, packed.input_ids[:, -packed.completion_len:, None])
-        (logp.squeeze(-1) * packed.completion_mask).sum().backward()
+        bare_forward_backward(base, packed)
 
     def step(fold: bool) -> Callable[[], dict[str, Tensor]]:
         def run() -> dict[str, Tensor]:
@@ -357,6 +352,17 @@ def real_step_figures(model: str, problems: str, repeats: int, max_new_tokens: i
         "real_step_generate_s": generate_s,
         "real_step_batch": {"rows": rows, "tokens_per_row": width, "completion_tokens": packed.completion_len},
     }
+
+
+def bare_forward_backward(base, packed: Packed) -> None:
+    """The bare model's forward and backward on packed rows, no adapter: a frozen base has no trainable
+    parameter, so the backward runs from the completion logprobs back to the input embeddings."""
+    embeds = base.get_input_embeddings()(packed.input_ids).detach().requires_grad_(True)
+    position_ids = (packed.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = base(inputs_embeds=embeds, attention_mask=packed.attention_mask, position_ids=position_ids,
+                  logits_to_keep=packed.completion_len + 1).logits[:, :-1].float()  # (B, T_c, V)
+    logp = torch.log_softmax(logits, -1).gather(-1, packed.input_ids[:, -packed.completion_len:, None])
+    (logp.squeeze(-1) * packed.completion_mask).sum().backward()
 
 
 def vllm_figures(model: str, prompts: int, group: int, new_tokens: int, repeats: int) -> dict:

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
-from benchmarks.bench import _randomize, generation_figures, time_alternating
+from benchmarks.bench import _randomize, bare_forward_backward, generation_figures, time_alternating
 from pgrpo.adapter import attach_adapter, capture_row_grads
 from pgrpo.extraction import HackBasis
 from pgrpo.interventions import Erase
@@ -108,13 +108,7 @@ def step_figures(policy, adapter, base, work: Work, device: str, generate_s: flo
                          max_new_tokens=work.new_tokens)[0]
 
     def bare() -> None:
-        # the frozen base has no trainable parameter: the backward runs from the completion logprobs to the inputs
-        embeds = base.get_input_embeddings()(packed.input_ids).detach().requires_grad_(True)
-        position_ids = (packed.attention_mask.cumsum(-1) - 1).clamp(min=0)
-        logits = base(inputs_embeds=embeds, attention_mask=packed.attention_mask, position_ids=position_ids,
-                      logits_to_keep=packed.completion_len + 1).logits[:, :-1]
-        logp = torch.log_softmax(logits.float(), -1).gather(-1, packed.input_ids[:, -packed.completion_len:, None])
-        (logp.squeeze(-1) * packed.completion_mask).sum().backward()
+        bare_forward_backward(base, packed)
 
     def adapter_plain() -> None:
         policy.zero_grad(set_to_none=True)

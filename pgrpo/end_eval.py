@@ -10,10 +10,8 @@ to the curves as end/... at the last step, where `pgrpo report` reads them.
 
 import json
 import time
-from pathlib import Path
 
 from lightning.pytorch import Callback
-from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from typing_extensions import override
 
@@ -22,6 +20,7 @@ from pgrpo.env import Problem
 from pgrpo.evaluate import SampleAndGrade, evaluate, with_loopholes
 from pgrpo.intervals import wilson
 from pgrpo.rollout import seeded
+from pgrpo.summary import board_dir
 
 FILE = "end_eval.json"
 # (what was sampled, scalar prefix): the training problems, and the problems the run never trained on
@@ -61,9 +60,9 @@ class EndOfRunEval(Callback):
 
     @rank_zero_only
     def _write(self, trainer, result: dict) -> None:
-        board = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
-        if board is not None:
-            path = Path(board.log_dir) / FILE
+        run_dir = board_dir(trainer)
+        if run_dir is not None:
+            path = run_dir / FILE
             path.write_text(json.dumps(result, indent=1))
             rank_zero_info(f"end-of-run evaluation: {summary_line(result)} ({path})")
 

@@ -19,6 +19,12 @@ from pgrpo.models import base_record
 WINDOW = 5  # steps averaged at the start and at the end, as `pgrpo report` does at the end
 
 
+def board_dir(trainer) -> Path | None:
+    """The run's TensorBoard directory (where its curves, base.json and end_eval.json go); None without one."""
+    board = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
+    return None if board is None else Path(board.log_dir)
+
+
 class RunSummary(L.Callback):
     """At the end of a fit: hack and solve at the start and the end, cin against its null, paths, next commands."""
 
@@ -38,10 +44,10 @@ class RunSummary(L.Callback):
     @rank_zero_only
     def _record_base(self, trainer, pl_module) -> None:
         """base.json beside the curves: `pgrpo report` refuses to pool runs whose bases differ."""
-        board = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
-        if board is not None:
-            Path(board.log_dir).mkdir(parents=True, exist_ok=True)
-            (Path(board.log_dir) / BASE_FILE).write_text(json.dumps(base_record(pl_module.model_name), indent=1))
+        run_dir = board_dir(trainer)
+        if run_dir is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / BASE_FILE).write_text(json.dumps(base_record(pl_module.model_name), indent=1))
 
     @override
     @rank_zero_only
