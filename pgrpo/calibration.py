@@ -1,6 +1,6 @@
 """Placebos matched in strength: at train start a placebo is set to act on as much of the base policy's own
-rollouts as its method does (EVIDENCE.md: a placebo that does nothing by construction is no control, and
-neither is one that acts far more often).
+rollouts, or to remove as much of their gradient's norm, as its method does (EVIDENCE.md: a placebo that does
+nothing by construction is no control, and neither is one that acts far more often).
 
 The rollouts are the base policy's (knobs zeroed), about 128 of them, sampled from a fixed seed on the first
 training problems.
@@ -10,6 +10,7 @@ to the same bits, and the method and its placebo are measured on the same sample
 """
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -55,14 +56,27 @@ def base_rollout_grads(module) -> dict[str, Tensor]:
     return {name: rows[live.to(rows.device)] for name, rows in grads.rows.items()}
 
 
+def base_gradient(module) -> dict[str, Tensor]:
+    """The step's knob gradient (r,) per module on the base policy's rollouts: their own gradients summed (what a
+    gradient-level arm edits; its scale does not matter to a removed share)."""
+    return {name: rows.sum(0) for name, rows in base_rollout_grads(module).items()}
+
+
+def bisect(f: Callable[[float], float], target: float, lo: float, hi: float, rising: bool) -> float:
+    """The x in [lo, hi] at which the monotone f (rising: it grows with x) comes closest to `target`. f may be a
+    step function (a placebo's size is a whole number of rows): the closer of the two sides is returned."""
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if (f(mid) < target) == rising else (lo, mid)
+    return min((lo, hi), key=lambda x: abs(f(x) - target))
+
+
 def matching_center(fractions: Tensor, target: float, temperature: float) -> float:
-    """The center c at which the gate 1 − σ((f − c)/T) discounts `fractions` by `target` on average
-    (bisection: the mean discount falls as c rises)."""
+    """The center c at which the gate 1 − σ((f − c)/T) discounts `fractions` by `target` on average (the mean
+    discount falls as c rises)."""
     def discount(center: float) -> float:
         return float((torch.sigmoid((fractions - center) / temperature)).mean())
 
     lo, hi = float(fractions.min()) - 20 * temperature, float(fractions.max()) + 20 * temperature
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if discount(mid) > target else (lo, mid)
-    return (lo + hi) / 2
+    return bisect(discount, target, lo, hi, rising=False)
+

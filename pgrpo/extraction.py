@@ -296,16 +296,36 @@ def basis_cache_key(
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def random_basis_like(basis: HackBasis, seed: int) -> HackBasis:
-    """Negative control: random orthonormal rows with the same k and r per module (sigma copied)."""
+def random_rows(r: int, n: int, generator: torch.Generator) -> Tensor:
+    """n orthonormal rows (n, r) of a random rotation of R^r. Every n takes the first rows of the same rotation, so a
+    larger placebo holds a smaller one and its strength grows with n (what matching it in strength bisects on)."""
+    q, _ = torch.linalg.qr(torch.randn(r, r, generator=generator))
+    return q.T[:n].contiguous()
+
+
+def stretched(values: Tensor, n: int) -> Tensor:
+    """`values` (k,) spread over n entries with their order and shape kept (n = k: themselves)."""
+    return values[torch.arange(n) * len(values) // n].clone()
+
+
+def scaled_size(k: int, r: int, scale: float) -> int:
+    """round(scale · k) rows, at least one and at most r."""
+    return min(r, max(1, round(k * scale)))
+
+
+def random_basis_like(basis: HackBasis, seed: int, scale: float = 1.0) -> HackBasis:
+    """Negative control: random orthonormal rows, round(scale · k) of them per module (scale 1: the same k; the
+    strength-matched placebo scales it), sigma stretched over them."""
     generator = torch.Generator().manual_seed(seed)
-    V = {}
+    V, sigma = {}, {}
     for name in sorted(basis.V):
         k, r = basis.V[name].shape
-        q, _ = torch.linalg.qr(torch.randn(r, k, generator=generator))  # (r, k) orthonormal columns
-        V[name] = q.T.contiguous().to(basis.V[name])
-    sigma = {name: s.clone() for name, s in basis.sigma.items()}
-    return HackBasis(V, sigma, {**basis.meta, "control": "random", "control_seed": str(seed)})
+        n = scaled_size(k, r, scale)
+        V[name] = random_rows(r, n, generator).to(basis.V[name])
+        sigma[name] = stretched(basis.sigma[name], n)
+    k_total = sum(s.shape[0] for s in sigma.values())
+    return HackBasis(V, sigma, {**basis.meta, "control": "random", "control_seed": str(seed),
+                                "control_scale": f"{scale:.6g}", "k_total": str(k_total)})
 
 
 def basis_overlap(old: HackBasis, new: HackBasis) -> tuple[float, dict[str, float]]:

@@ -41,6 +41,11 @@ class OptimConfig:
     projected (the gradient the first moment sees; plain AdamW), or raw (the gradient before the projection,
     so a projection does not inflate the step along what it keeps; unbounded where the projection grew a
     coordinate). Where nothing projects the gradient all three are AdamW, bit for bit."""
+    first_moment: Literal["projected", "raw"] = "projected"
+    """adamw: what the first moment, and so the step's direction, accumulates: projected (the gradient after the
+    intervention's edit), or raw (before it, so the edit acts only through the second moment: an ablation that
+    separates erase's projection from the second moment's response to it, configs/projection/second_moment_only.yaml;
+    not a method)."""
     momentum: float = 0.9
     """sgd: heavy-ball momentum (0: plain SGD)."""
     warmup_steps: int = 0
@@ -51,6 +56,8 @@ class OptimConfig:
     def __post_init__(self) -> None:
         if self.name not in ("adamw", "sgd"):
             raise ValueError(f"OptimConfig.name must be 'adamw' or 'sgd', got {self.name!r}")
+        if self.first_moment not in ("projected", "raw"):
+            raise ValueError(f"OptimConfig.first_moment must be 'projected' or 'raw', got {self.first_moment!r}")
         if self.second_moment not in ("projected", "raw", "max"):
             raise ValueError(f"OptimConfig.second_moment must be 'projected', 'raw' or 'max', got {self.second_moment!r}")
         if not self.eps > 0:
@@ -59,21 +66,21 @@ class OptimConfig:
     @property
     def keeps_raw_grads(self) -> bool:
         """Whether the optimizer needs the gradient as it was before the projection (`keep_raw_grads`)."""
-        return self.name == "adamw" and self.second_moment != "projected"
+        return self.name == "adamw" and (self.second_moment != "projected" or self.first_moment == "raw")
 
 
 class RawSecondMomentAdamW(torch.optim.Optimizer):
-    """AdamW whose second moment accumulates the gradient handed to `keep_raw_grads` (the raw one; with
-    combine "max", the larger of it and `.grad` per coordinate), while its first moment and the step use
-    `.grad` (the projected one). Without a kept raw gradient it is AdamW.
+    """AdamW whose second moment accumulates the gradient handed to `keep_raw_grads` (combine "raw"), the larger of
+    it and `.grad` per coordinate ("max") or `.grad` ("projected"), and whose first moment accumulates `.grad` (the
+    projected one; first "raw": the kept one). Without a kept raw gradient it is AdamW.
 
     The state keys are torch's (exp_avg, exp_avg_sq, step), so code that edits AdamW's moments works on it.
     """
 
     def __init__(self, params, lr: float, betas: tuple[float, float], eps: float, weight_decay: float = 0.0,
-                 combine: Literal["raw", "max"] = "raw"):
+                 combine: Literal["projected", "raw", "max"] = "raw", first: Literal["projected", "raw"] = "projected"):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
-        self.combine = combine
+        self.combine, self.first = combine, first
         self.raw_grads: dict[Tensor, Tensor] = {}  # until the next step only: never part of a checkpoint
 
     def keep_raw_grads(self) -> None:
@@ -99,16 +106,22 @@ class RawSecondMomentAdamW(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 raw = self.raw_grads.get(p, p.grad)
-                if self.combine == "max":
-                    raw = torch.maximum(raw.abs(), p.grad.abs())
+                first = raw if self.first == "raw" else p.grad
+                second = {"projected": p.grad, "raw": raw, "max": torch.maximum(raw.abs(), p.grad.abs())}[self.combine]
                 state["step"] += 1
                 step = float(state["step"])
                 p.mul_(1 - group["lr"] * group["weight_decay"])
-                state["exp_avg"].lerp_(p.grad, 1 - beta1)
-                state["exp_avg_sq"].mul_(beta2).addcmul_(raw, raw, value=1 - beta2)
+                state["exp_avg"].lerp_(first, 1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(second, second, value=1 - beta2)
                 denom = (state["exp_avg_sq"].sqrt() / (1 - beta2**step) ** 0.5).add_(group["eps"])
                 p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - beta1**step))
         self.raw_grads = {}
+
+
+def first_update(grad: Tensor, cfg: OptimConfig) -> Tensor:
+    """The direction of the optimizer's first step from `grad`, up to −lr: AdamW's bias-corrected m/(√v + eps) is
+    g/(|g| + eps) whatever its second moment (nothing is projected yet); SGD's is g."""
+    return grad if cfg.name == "sgd" else grad / (grad.abs() + cfg.eps)
 
 
 def build_optimizer(knobs: Iterable[Tensor], quarantine: Iterable[Tensor], cfg: OptimConfig) -> torch.optim.Optimizer:
@@ -118,7 +131,8 @@ def build_optimizer(knobs: Iterable[Tensor], quarantine: Iterable[Tensor], cfg: 
     if cfg.name == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
     if cfg.keeps_raw_grads:
-        return RawSecondMomentAdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, combine=cfg.second_moment)
+        return RawSecondMomentAdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, combine=cfg.second_moment,
+                                    first=cfg.first_moment)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
 
 

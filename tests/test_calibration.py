@@ -3,8 +3,11 @@
 import pytest
 import torch
 
+from pgrpo import calibration
 from pgrpo.calibration import matching_center
 from pgrpo.cli import main
+from pgrpo.embedded import PRETRAIN_STEPS_ENV
+from pgrpo.extraction import random_basis_like
 from pgrpo.events import read_scalars
 from test_cli import fast
 
@@ -48,3 +51,67 @@ def test_the_probe_placebo_flags_as_many_of_the_base_policys_rollouts_as_the_pro
         main(fast(arm, tmp_path, 1))
         rates[arm] = read_scalars(tmp_path / arm / "version_0")["intervention/start_rate"][0][1]
     assert abs(rates["probe_penalty_random"] - rates["probe_penalty"]) <= 1 / 100, rates
+
+
+def test_bisect_finds_the_closer_side_of_a_step_function():
+    assert calibration.bisect(lambda x: float(round(x)), 2.4, 0.0, 10.0, rising=True) == pytest.approx(2.5, abs=0.01)
+    assert calibration.bisect(lambda x: -x, -3.0, 0.0, 10.0, rising=False) == pytest.approx(3.0, abs=1e-9)
+
+
+def base_policy_gradient(r: int = 32) -> dict[str, torch.Tensor]:
+    """A base gradient that leans on its first axes, as a real one leans on the hack directions."""
+    g = torch.Generator().manual_seed(3)
+    return {name: torch.randn(r, generator=g) * 0.8 ** torch.arange(r) for name in ("m1", "m2")}
+
+
+@pytest.mark.parametrize("target", ["grad", "update"])
+def test_the_erase_placebo_takes_as_many_random_axes_as_remove_the_real_vs_share_of_the_first_step(
+        monkeypatch, target):
+    from types import SimpleNamespace
+
+    from pgrpo.extraction import HackBasis
+    from pgrpo.interventions import Erase, erase
+    from pgrpo.optim import OptimConfig
+
+    first = base_policy_gradient()
+    # the real V holds the gradient's strongest axes, so a random V of its k removes much less
+    real = HackBasis({n: torch.eye(32)[:2] for n in first}, {n: torch.ones(2) for n in first})
+    monkeypatch.setattr(erase, "base_gradient", lambda module: first)
+    logged = {}
+    monkeypatch.setattr(erase, "log_at_start", lambda module, metrics: logged.update(metrics))
+    module = SimpleNamespace(optim=OptimConfig(), basis=real)
+    method, placebo = Erase(target=target), Erase(target=target, v="random", v_seed=0)
+    method.prepare(module)
+    start = logged["intervention/start_rate"]
+    if target == "grad":  # (AdamW's first update, g/|g|, leans on no axis: there k alone matches it)
+        unmatched = method.removed(method.first_step(module), random_basis_like(real, 0))
+        assert unmatched < start - 0.1  # at the real V's k, the placebo would be the weaker edit
+    module.basis = placebo.control(module, real)
+    placebo.prepare(module)
+    assert abs(logged["intervention/start_rate"] - start) <= 0.05
+
+
+def test_the_clean_subspace_placebo_keeps_as_much_of_the_base_gradient_as_the_clean_subspace(monkeypatch):
+    from pgrpo.interventions.clean_subspace import random_directions, removed
+
+    first = base_policy_gradient()
+    real = {n: (torch.eye(32)[:3], torch.tensor([1.0, 0.5, 0.25])) for n in first}  # the strong axes: keeps most
+    target = removed(first, real)
+    unmatched = removed(first, random_directions(real, seed=0))
+    scale = calibration.bisect(lambda s: removed(first, random_directions(real, 0, s)), target, 0.0, 32.0, rising=False)
+    assert unmatched > target + 0.1 and scale > 1
+    assert abs(removed(first, random_directions(real, 0, scale)) - target) <= 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, placebo", [("erase", "random_v"), ("clean_subspace", "clean_subspace_random")])
+def test_a_gradient_placebo_removes_as_much_of_the_base_policys_first_step_as_its_method(
+        tmp_path, monkeypatch, method, placebo):
+    # a gradient needs rewards that differ: the fully pretrained base, with rollouts long enough to pass a test
+    # (the 2-step base of the other tests passes none, and an arm then logs its start rate as nan)
+    monkeypatch.delenv(PRETRAIN_STEPS_ENV, raising=False)
+    rates = {}
+    for arm in (method, placebo):
+        main(fast(arm, tmp_path, 1, "--model.generation.max_new_tokens=128"))
+        rates[arm] = read_scalars(tmp_path / arm / "version_0")["intervention/start_rate"][0][1]
+    assert abs(rates[placebo] - rates[method]) <= 0.05, rates

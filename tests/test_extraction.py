@@ -163,6 +163,18 @@ def test_random_basis_matches_k_and_is_orthonormal_and_seeded():
     assert control.meta["control"] == "random"
 
 
+def test_a_scaled_random_basis_holds_the_smaller_ones_rows_within_each_modules_rank():
+    # matching a placebo in strength bisects on its size: that works only if a larger one holds a smaller one
+    basis = HackBasis({"a": torch.eye(8)[:3], "b": torch.eye(5)[:1]}, {"a": torch.tensor([3.0, 2.0, 1.0]),
+                                                                       "b": torch.ones(1)})
+    small, large = random_basis_like(basis, seed=7), random_basis_like(basis, seed=7, scale=2.4)
+    assert {n: v.shape[0] for n, v in large.V.items()} == {"a": 7, "b": 2}
+    assert torch.equal(large.V["a"][:3], small.V["a"]) and torch.equal(large.V["b"][:1], small.V["b"])
+    assert large.sigma["a"].tolist() == [3.0, 3.0, 3.0, 2.0, 2.0, 1.0, 1.0]  # its shape kept over more rows
+    assert random_basis_like(basis, seed=7, scale=10).V["a"].shape == (8, 8)  # at most the module's rank
+    assert random_basis_like(basis, seed=7, scale=0).V["b"].shape == (1, 5)  # at least one row
+
+
 def test_bad_inputs_name_the_problem():
     g = {"m": torch.zeros(4, 3)}
     with pytest.raises(ValueError, match="n_heldout"):

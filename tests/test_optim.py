@@ -68,6 +68,21 @@ def test_the_max_second_moment_never_steps_further_than_adamw_where_the_raw_one_
     assert first_step("max").abs().max() <= 1e-2 * (1 + 1e-6)
 
 
+def test_a_raw_first_moment_steps_along_the_raw_gradient_with_the_max_second_moment():
+    # the mechanism ablation: the projection reaches the step only through the second moment's max(raw², proj²)
+    knob = torch.zeros(2, requires_grad=True)
+    opt = build_optimizer([knob], [], OptimConfig(lr=1e-2, second_moment="max", first_moment="raw"))
+    knob.grad = torch.tensor([1.0, 0.0])
+    opt.keep_raw_grads()
+    knob.grad = torch.tensor([0.5, -0.5])
+    opt.step()
+    # bias-corrected first step: −lr · raw / (max(|raw|, |projected|) + eps)
+    assert torch.allclose(knob.detach(), torch.tensor([-1e-2, 0.0]), atol=1e-8)
+    assert OptimConfig(first_moment="raw", second_moment="projected").keeps_raw_grads
+    with pytest.raises(ValueError, match="first_moment must be 'projected' or 'raw', got 'both'"):
+        OptimConfig(first_moment="both")
+
+
 def test_sgd_and_unknown_settings():
     knob = torch.zeros(4, requires_grad=True)
     # SGD has no second moment: the AdamW-only setting (its default included) is left aside

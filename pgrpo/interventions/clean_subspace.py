@@ -6,6 +6,10 @@ clean: it needs no hack examples at all.
 Per module, the per-completion NLL gradients of the pairs' clean completions (n, r), under the base model, give
 their top-K right singular vectors C (K, r) and singular values σ; the gradient g becomes Cᵀ diag(w) C g, with
 w = σ / σ_max (weighted by singular value, as TDGA does) or 1.
+
+Its random placebo is matched in strength: K random directions keep far less of a gradient than the clean ones
+(on the embedded default they remove 0.96 of its norm against 0.88), so at train start it takes as many random
+directions as make it remove the real subspace's share of the base policy's gradient (pgrpo/calibration.py).
 """
 
 from typing import Literal
@@ -16,7 +20,10 @@ from torch import Tensor
 
 from pgrpo.adapter import knobs_zeroed
 from pgrpo.basis import completion_grads, pair_prompts
+from pgrpo.calibration import base_gradient, bisect
+from pgrpo.extraction import random_rows, scaled_size, stretched
 from pgrpo.interventions.base import Intervention, log_at_start, run_seed
+from pgrpo.projection import removed_share
 
 Weighting = Literal["singular_value", "uniform"]
 Subspace = Literal["real", "random"]
@@ -31,8 +38,9 @@ class CleanSubspace(Intervention):
         Args:
             k: directions kept per module (at most the number of clean completions and the module's rank).
             weighting: singular_value (each direction's component scaled by σ_i / σ_1, as TDGA) or uniform.
-            subspace: real (the clean gradients' top-K) or random (the placebo: K random orthonormal directions per
-                module, weighted alike).
+            subspace: real (the clean gradients' top-K) or random (the placebo: random orthonormal directions per
+                module, as many as remove the real subspace's share of the base policy's gradient at train start,
+                the real weights stretched over them).
             subspace_seed: seed of the random placebo (None: the run's seed_everything).
         """
         if k < 1:
@@ -57,21 +65,36 @@ class CleanSubspace(Intervention):
             grads = completion_grads(module.policy, module.adapter, module.tokenizer, pair_prompts(module.tokenizer,
                                      pairs), [p.clean for p in pairs], module.extraction, module.generation.temperature)
         self.directions = clean_directions(grads, self.k, self.weighting)
+        first = base_gradient(module)
         if self.subspace == "random":
-            self.directions = random_directions(self.directions, run_seed(self.subspace_seed))
+            target, seed = removed(first, self.directions), run_seed(self.subspace_seed)
+            largest = max(c.shape[1] for c, _ in self.directions.values())
+            scale = bisect(lambda s: removed(first, random_directions(self.directions, seed, s)), target, 0.0, largest,
+                           rising=False)  # more random directions keep more
+            self.directions = random_directions(self.directions, seed, scale)
         # on the knobs' device once, not copied there by each step's gradient hook (a placebo is drawn on the host)
         self.directions = {n: (c.to(module.device), w.to(module.device)) for n, (c, w) in self.directions.items()}
         kept = sum(len(w) for _, w in self.directions.values())
         rank = sum(module.adapter[name].rank for name in self.directions)
         rank_zero_info(f"clean_subspace: {self.subspace} subspace of {kept} directions of {rank} over "
                        f"{len(self.directions)} modules, from {len(pairs)} clean completions")
-        log_at_start(module, {"proj/kept_dims_share": kept / rank})
+        log_at_start(module, {"proj/kept_dims_share": kept / rank,
+                              "intervention/start_rate": removed(first, self.directions)})
 
     def gradient(self, module) -> None:
         for name, (directions, weights) in self.directions.items():
             grad = module.adapter[name].delta_s.grad
-            c = directions.to(grad) @ grad  # (K,)
-            grad.copy_(directions.to(grad).T @ (weights.to(grad) * c))
+            grad.copy_(kept_part(grad, directions.to(grad), weights.to(grad)))
+
+
+def kept_part(grad: Tensor, directions: Tensor, weights: Tensor) -> Tensor:
+    """Cᵀ diag(w) C g: the gradient (r,) within the subspace C (K, r), each direction's component weighted."""
+    return directions.T @ (weights * (directions @ grad))
+
+
+def removed(grad: dict[str, Tensor], directions: dict[str, tuple[Tensor, Tensor]]) -> float:
+    """The share of the gradient's norm, over every module, that keeping only `directions` removes."""
+    return removed_share(grad, {n: kept_part(g, *directions[n]) if n in directions else g for n, g in grad.items()})
 
 
 def clean_directions(grads: dict[str, Tensor], k: int, weighting: Weighting) -> dict[str, tuple[Tensor, Tensor]]:
@@ -87,11 +110,14 @@ def clean_directions(grads: dict[str, Tensor], k: int, weighting: Weighting) -> 
     return out
 
 
-def random_directions(like: dict[str, tuple[Tensor, Tensor]], seed: int) -> dict[str, tuple[Tensor, Tensor]]:
-    """The placebo: as many random orthonormal directions per module as `like`, with its weights."""
+def random_directions(like: dict[str, tuple[Tensor, Tensor]], seed: int,
+                      scale: float = 1.0) -> dict[str, tuple[Tensor, Tensor]]:
+    """The placebo: round(scale · K) random orthonormal directions per module (scale 1: as many as `like`; a larger
+    scale holds a smaller one's), with `like`'s weights stretched over them."""
     generator = torch.Generator().manual_seed(seed)
     out = {}
     for name, (directions, weights) in sorted(like.items()):
-        q, _ = torch.linalg.qr(torch.randn(directions.shape[1], directions.shape[0], generator=generator))
-        out[name] = (q.T.contiguous(), weights)
+        k, r = directions.shape
+        n = scaled_size(k, r, scale)
+        out[name] = (random_rows(r, n, generator), stretched(weights, n))
     return out

@@ -2,12 +2,25 @@
 
 Sign convention and why the one-sided gate is only safe on the position: pgrpo/projection.py. Why the default
 gate is unbiased: docs/design.md#why-the-default-gate-is-unbiased.
+
+Its random-V placebo is matched in strength, not in k: a random V removes far less of a gradient than the real
+one (on the embedded default 0.20 of its norm against 0.35), so at the real V's k it would be a weaker edit, and
+"the real V beats it" could mean only "more is removed". At train start the placebo takes as many random axes as
+make it remove the real V's share of the base policy's first step (pgrpo/calibration.py).
 """
 
-import torch
+import math
 
+import torch
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from torch import Tensor
+
+from pgrpo.calibration import base_gradient, bisect
+from pgrpo.extraction import HackBasis, random_basis_like
+from pgrpo.interventions.base import log_at_start, run_seed
 from pgrpo.interventions.reads_v import ReadsV, Source
-from pgrpo.projection import Gate, Target, project_knobs, project_vector, purge_adam_moments
+from pgrpo.optim import first_update
+from pgrpo.projection import Gate, Target, project_knobs, project_vector, purge_adam_moments, removed_share
 
 
 class Erase(ReadsV):
@@ -33,10 +46,12 @@ class Erase(ReadsV):
                 after the step, relative to the base (δS = 0), so the constraint holds the place rather than each
                 move. The gradient and the optimizer's moments stay raw under update and position.
             purge_adam_moments: remove the gated span(V) part of Adam's first moment before each step.
-            v: the V it reads: real, or a negative control (random | shuffled | nonhack), matched in k.
+            v: the V it reads: real, or a negative control: random (as many random axes as remove the real V's
+                share at train start), shuffled | nonhack (matched in k).
             v_seed: seed of the random control (None: the run's seed_everything).
         """
         super().__init__(v, v_seed)
+        self._first_step: dict[str, Tensor] | None = None  # what the projection acts on at train start
         if gate not in ("one_sided", "no_gate", "reverse"):
             raise ValueError(f"gate={gate!r}: expected one_sided, no_gate or reverse")
         if target not in ("grad", "update", "position"):
@@ -56,6 +71,43 @@ class Erase(ReadsV):
     def gating(self) -> dict:
         """project_vector's settings."""
         return {"gate": self.gate, "overshoot": self.overshoot, "preserve_magnitude": self.preserve_magnitude}
+
+    def control(self, module, real: HackBasis) -> HackBasis:
+        """A random V that removes as much of the base policy's first step as the real V (shuffled and nonhack are
+        matched in k)."""
+        if self.v != "random":
+            return super().control(module, real)
+        first, seed = self.first_step(module), run_seed(self.v_seed)
+        if not any(g.any() for g in first.values()):
+            rank_zero_warn("erase placebo: no base rollout carried an advantage (every group's rewards were equal), so "
+                           "its strength was not measured: the random V keeps the real V's k")
+            return random_basis_like(real, seed)
+        target = self.removed(first, real)
+        largest = max(rows.shape[1] for rows in real.V.values())  # every module at its full rank
+        scale = bisect(lambda s: self.removed(first, random_basis_like(real, seed, s)), target, 0.0, largest, True)
+        rank_zero_info(f"erase placebo: {scale:.2f}x the real V's axes remove {target:.3f} of the base policy's first "
+                       f"step, as the real V does")
+        return random_basis_like(real, seed, scale)
+
+    def prepare(self, module) -> None:
+        """Log intervention/start_rate: the share of the base policy's first step (its gradient, or the update
+        the optimizer makes from it) that the V in use removes."""
+        first, self._first_step = self._first_step or self.first_step(module), None
+        measured = any(g.any() for g in first.values())
+        log_at_start(module, {"intervention/start_rate": self.removed(first, module.basis) if measured else math.nan})
+
+    def first_step(self, module) -> dict[str, Tensor]:
+        """What the projection acts on at the first step, on the base policy's rollouts: their gradient, or under
+        target update or position the first update the optimizer makes from it (kept for `prepare`)."""
+        grad = base_gradient(module)
+        self._first_step = grad if self.target == "grad" else {n: first_update(g, module.optim) for n, g in grad.items()}
+        return self._first_step
+
+    def removed(self, first: dict[str, Tensor], basis: HackBasis) -> float:
+        """The share of `first`'s norm, over every module, that this erase's projection along `basis` removes."""
+        kept = {name: project_vector(g, basis.V[name].to(g), **self.gating)[0] if name in basis.V else g
+                for name, g in first.items()}
+        return removed_share(first, kept)
 
     def gradient(self, module) -> None:
         if self.target != "grad":

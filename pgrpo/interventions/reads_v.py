@@ -43,14 +43,18 @@ class ReadsV(Intervention):
         # a resumed run restored its control V from the checkpoint: never swapped twice
         if self.v == "real" or is_control(real):
             return real
-        seed = run_seed(self.v_seed)
-        problems = module.trainer.datamodule.extraction_problems
-        control = control_basis(self.v, real, module.extraction,
-                                lambda control, cfg: module.extract_basis(problems, control, cfg), seed)
+        control = self.control(module, real)
         # how much of the real V's span the control still holds (1 = the same subspace, ~√(k/r) = unrelated)
         overlap, _ = basis_overlap(real, control)
         control.meta["overlap_with_real"] = f"{overlap:.6g}"
         log_at_start(module, {"proj/control_overlap": overlap})
-        rank_zero_info(f"negative control: {self.v} V, k matched per module to the real V ({control.k_total} axes "
-                       f"over {len(control.V)} modules), principal-angle overlap with the real V {overlap:.3f}")
+        rank_zero_info(f"negative control: {self.v} V, {control.k_total} axes over {len(control.V)} modules (the real V: "
+                       f"{real.k_total}), principal-angle overlap with the real V {overlap:.3f}")
         return control
+
+    def control(self, module, real: HackBasis) -> HackBasis:
+        """The placebo V, matched to the real one in k per module (an intervention that can match its placebo in
+        strength instead overrides this: Erase)."""
+        problems = module.trainer.datamodule.extraction_problems
+        return control_basis(self.v, real, module.extraction,
+                             lambda control, cfg: module.extract_basis(problems, control, cfg), run_seed(self.v_seed))

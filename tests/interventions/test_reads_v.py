@@ -1,5 +1,6 @@
-"""Negative controls: an intervention that reads V swaps it at train start for a placebo matched in k per module,
-never twice (the controls' construction itself: tests/test_controls.py)."""
+"""Negative controls: an intervention that reads V swaps it at train start for a placebo matched in k per module
+(erase's and route's random V: matched in strength, tests/test_calibration.py), never twice (the controls'
+construction itself: tests/test_controls.py)."""
 
 from types import SimpleNamespace
 
@@ -8,7 +9,8 @@ import torch
 
 from pgrpo.basis import ExtractionConfig
 from pgrpo.extraction import HackBasis
-from pgrpo.interventions import AdvGate, Erase, ReadsV, Route
+from pgrpo.interventions import AdvGate, Erase, ReadsV, Route, erase
+from pgrpo.optim import OptimConfig
 
 RANK = 8
 # tau_axis and the noise floor left the real V with a different k in each module, and no module c at all
@@ -26,7 +28,7 @@ class FakeModule:
     """The part of ProjectedGRPO a control needs: its trainer, extraction config and extract_basis."""
 
     def __init__(self, extracted: HackBasis | None = None):
-        self.extraction = ExtractionConfig(tau_axis=0.5, noise_floor=0.1)
+        self.extraction, self.optim = ExtractionConfig(tau_axis=0.5, noise_floor=0.1), OptimConfig()
         self.trainer = SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[]), loggers=[], global_step=0)
         self.extracted, self.calls = extracted, []
 
@@ -40,8 +42,14 @@ def test_the_real_v_is_read_as_it_is():
     assert Erase().basis(FakeModule(), real) is real
 
 
+@pytest.fixture
+def no_base_advantage(monkeypatch):
+    """Base rollouts whose groups all scored alike: no gradient to match erase's placebo on, so it keeps k."""
+    monkeypatch.setattr(erase, "base_gradient", lambda module: {n: torch.zeros(RANK) for n in REAL_K})
+
+
 @pytest.mark.parametrize("intervention", [Erase, Route, AdvGate])
-def test_random_control_is_orthonormal_matched_in_k_and_seeded(intervention):
+def test_random_control_is_orthonormal_matched_in_k_and_seeded(intervention, no_base_advantage):
     control = intervention(v="random", v_seed=3).basis(FakeModule(), basis(REAL_K))
     assert control.meta["control"] == "random"
     for name, k in REAL_K.items():
@@ -53,7 +61,7 @@ def test_random_control_is_orthonormal_matched_in_k_and_seeded(intervention):
     assert not torch.equal(other.V["a"], control.V["a"])
 
 
-def test_random_control_follows_the_run_seed_by_default(monkeypatch):
+def test_random_control_follows_the_run_seed_by_default(monkeypatch, no_base_advantage):
     drawn = {}
     for seed in ("0", "1"):
         monkeypatch.setenv("PL_GLOBAL_SEED", seed)
