@@ -8,13 +8,21 @@ through `from_pretrained` like any real checkpoint. The build is deterministic,
 and `recipe_hash` covers everything that decides its bytes (constants, corpora,
 the pretraining code, library versions), so the cache directory it names is
 rebuilt whenever the recipe changes.
+
+Deterministic across machines too, where it can be: torch picks its kernels for the CPU it runs on (AVX-512,
+AVX2 or plain), and MKL its code path, and each sums in its own order, so one recipe built different bytes on an
+AVX2 and an AVX-512 machine (and every run on it differed after). The cache builds in a child process with both
+pinned (`PINNED_KERNELS`), on any x86-64 CPU with AVX2.
 """
 
 import hashlib
 import inspect
 import json
 import os
+import platform
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +37,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config,
 from pgrpo.cache import announce_build, announce_cached, cache_dir as default_cache_dir, duration, progress_ticker
 
 # Bump when a build step changes in a way the constants and sources hashed below do not capture.
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 SEED = 0
 VOCAB_SIZE = 2048
 PAD_TOKEN, IM_START, EOS_TOKEN = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -51,6 +59,10 @@ MODEL_SHAPE = {
 }
 # pgrpo.pretrain's run: 450 steps of 16 examples (about 1.5 epochs of its corpus; 2.9 min on 2 cores)
 PRETRAIN = {"steps": 450, "lr": 6e-3, "batch_size": 16, "seed": SEED}
+# torch's kernels and MKL's code path fixed for the build, whatever the CPU offers beyond AVX2 (x86-64 only: other
+# CPUs have neither setting, and their builds are deterministic on the machine alone)
+PINNED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+PINS_KERNELS = platform.machine().lower() in ("x86_64", "amd64")
 # Tests build with a few steps: the mechanics under test do not depend on how well the base codes.
 PRETRAIN_STEPS_ENV = "PGRPO_PRETRAIN_STEPS"
 MARKER = "pgrpo_embedded.json"  # written last; a directory without it is not a finished build
@@ -186,6 +198,7 @@ def recipe_hash(openings: str = "shared") -> str:
         "special_tokens": SPECIAL_TOKENS,
         "chat_template": CHAT_TEMPLATE,
         "model_shape": MODEL_SHAPE,
+        "kernels": PINNED_KERNELS if PINS_KERNELS else "native",
         "corpus": training_corpus(),
         # a new library version may initialise or train differently from the same recipe
         "versions": [torch.__version__, transformers.__version__, tokenizers.__version__],
@@ -267,6 +280,19 @@ def build_embedded_default(out_dir: Path, openings: str = "shared") -> Path:
     return out_dir
 
 
+def build_pinned(out_dir: Path, openings: str) -> Path:
+    """`build_embedded_default` in a child process whose kernels are pinned (`PINNED_KERNELS`): they are chosen when
+    torch loads, so this process, whose torch is loaded, cannot change its own."""
+    if not PINS_KERNELS or all(os.environ.get(k) == v for k, v in PINNED_KERNELS.items()):
+        return build_embedded_default(out_dir, openings)
+    child = subprocess.run([sys.executable, "-m", "pgrpo.embedded", str(out_dir), openings],
+                           env=os.environ | PINNED_KERNELS)
+    if child.returncode:
+        raise RuntimeError(f"building the embedded base model into {out_dir} failed in its child process (exit "
+                           f"{child.returncode}; its error is printed above)")
+    return Path(out_dir)
+
+
 def cached_build_digest(build_id: str, cache_dir: Path | None = None) -> str | None:
     """sha256 over the files of the finished build `build_id` (embedded-<recipe hash>) in the cache, its marker
     aside; None when the cache holds no such build. Two recipes whose builds share a digest built the same base:
@@ -300,7 +326,7 @@ def embedded_default_path(cache_dir: Path | None = None, openings: str = "shared
     work = f"tokenizer and {steps} pretraining steps, ~{duration(seconds)} on 2 cores"
     try:
         with announce_build("embedded base model", final, work):
-            build_embedded_default(tmp, openings)
+            build_pinned(tmp, openings)
         if final.is_dir() and not (final / MARKER).is_file():
             shutil.rmtree(final)  # only a rename creates `final`, so this one was not made by a build
         try:
@@ -324,3 +350,7 @@ def _remove_stale_builds(root: Path) -> None:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+if __name__ == "__main__":  # build_pinned's child: python -m pgrpo.embedded OUT_DIR OPENINGS
+    build_embedded_default(Path(sys.argv[1]), sys.argv[2])

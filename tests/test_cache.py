@@ -58,7 +58,7 @@ def test_the_embedded_base_is_announced_when_built_then_said_to_be_cached(tmp_pa
         (out / embedded.MARKER).write_text("{}")
         return out
 
-    monkeypatch.setattr(embedded, "build_embedded_default", fake_build)
+    monkeypatch.setattr(embedded, "build_pinned", fake_build)
     monkeypatch.setenv(embedded.PRETRAIN_STEPS_ENV, "300")
     path = embedded.embedded_default_path(tmp_path)
     built = capsys.readouterr().err.splitlines()

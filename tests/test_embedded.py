@@ -1,5 +1,6 @@
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,25 @@ def test_build_leaves_global_rng_untouched(tmp_path: Path):
     torch.manual_seed(123)
     build_embedded_default(tmp_path)
     assert torch.equal(torch.rand(3), expected)
+
+
+# two machines as torch and MKL see them: the kernels each would choose for its CPU
+MACHINES = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+            "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512"}}
+
+
+@pytest.mark.skipif(not (embedded.PINS_KERNELS and torch.backends.mkl.is_available()
+                         and torch.backends.cpu.get_cpu_capability() == "AVX512"),
+                    reason="simulates an AVX2 and an AVX-512 machine: needs an x86-64 CPU with AVX-512 and torch's MKL")
+def test_an_avx2_and_an_avx512_machine_build_the_same_base(tmp_path: Path):
+    # each sums in its own order: built with the kernels each machine would choose, the bytes differed
+    digests = {}
+    for name, machine in MACHINES.items():
+        env = os.environ | machine | {"PGRPO_CACHE": str(tmp_path / name), embedded.PRETRAIN_STEPS_ENV: "2"}
+        build = "from pgrpo.embedded import embedded_default_path; print(embedded_default_path().name)"
+        build_id = subprocess.run([sys.executable, "-c", build], env=env, capture_output=True, text=True, check=True)
+        digests[name] = embedded.cached_build_digest(build_id.stdout.strip(), tmp_path / name)
+    assert digests["avx2"] is not None and digests["avx2"] == digests["avx512"]
 
 
 def test_byte_level_tokenizer_round_trips_any_text(tokenizer):
@@ -133,7 +153,7 @@ def test_cache_builds_once_then_reuses(tmp_path: Path, monkeypatch: pytest.Monke
     def no_rebuild(out_dir: Path, openings: str) -> Path:
         raise AssertionError("rebuilt a cached directory")
 
-    monkeypatch.setattr(embedded, "build_embedded_default", no_rebuild)
+    monkeypatch.setattr(embedded, "build_pinned", no_rebuild)
     assert embedded_default_path(tmp_path) == path
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp dir left behind
 
