@@ -20,6 +20,9 @@ COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student")
 # the knobs' state beside the rates: a gradient edit that damages the model shows as entropy and ‖δS‖ climbing,
 # and a biased one as δS drifting along V (⟨V, δS⟩ > 0: away from hack); each appears when some run logged it
 ACTIVE, START = "intervention/active_rate", "intervention/start_rate"
+# summary.md: the primary numbers, each arm's strength beside its placebo's, and the model's health
+SUMMARY_COLUMNS = ("arm", "kind", "seeds", "end hack", "end solve", "end placebo gap", "start", "placebo start",
+                   "active", "placebo active", "entropy")
 # the end-of-run evaluation's scalars (pgrpo/end_eval.py), per split
 END_PREFIXES = {"train": "end/", "heldout": "end/heldout_"}
 STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"), ("⟨V,δS⟩", "adapter/delta_s_along_v")]
@@ -280,8 +283,8 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
     end = ["end hack", "end solve"] if "end/hack" in logged else []
     active = ["active", "placebo active"] if ACTIVE in logged else []
     start = ["start", "placebo start"] if START in logged else []
-    header = ["arm", "kind", "seeds", *end, "hack", "solve", "Δhack", "Δsolve", "solve − honest", "hacked",
-              "placebo gap", *active, *start, *[c for c, _ in columns[2:]]]
+    header = ["arm", "kind", "seeds", *end, *(["end placebo gap"] if end else []), "hack", "solve", "Δhack", "Δsolve",
+              "solve − honest", "hacked", "placebo gap", *active, *start, *[c for c, _ in columns[2:]]]
     placebo_of = placebos(by_arm, last)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for arm, runs in by_arm.items():
@@ -294,12 +297,24 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
         placebo = placebo_of.get(arm)
         beats = placebo_gap(runs, placebo, by_arm[placebo], last) if placebo else "–"
         ends = [end_rate(runs, "train", rate) for rate in ("hack", "solve")] if end else []
+        if end:
+            ends.append(placebo_gap(runs, placebo, by_arm[placebo], 1, "end/hack") if placebo else "–")
         strength = [active_rate(runs), active_rate(by_arm[placebo]) if placebo else "–"] if active else []
         if start:
             strength += [active_rate(runs, START), active_rate(by_arm[placebo], START) if placebo else "–"]
         row = [arm, arm_kind(runs), str(len(runs)), *ends, cells["hack"], cells["solve"], *deltas, gap, n_hacked,
                beats, *strength, *[cells[c] for c, _ in columns[2:]]]
         lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def select_columns(table: str, names: tuple[str, ...]) -> str:
+    """The columns of a markdown table named `names`, in that order, those it has."""
+    rows = [line.strip("|").split(" | ") for line in table.splitlines()]
+    header = [c.strip() for c in rows[0]]
+    keep = [header.index(n) for n in names if n in header]
+    lines = ["| " + " | ".join(header[i] for i in keep) + " |", "|" + "---|" * len(keep)]
+    lines += ["| " + " | ".join(row[i].strip() for i in keep) + " |" for row in rows[2:]]
     return "\n".join(lines)
 
 
@@ -443,6 +458,7 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
     if start:
         text += ("start, placebo start = the same measured at train start on the base policy's own rollouts, where "
                  "a placebo is calibrated to its method's. ")
+    text += ("end placebo gap: the same of the end hack. " if end else "")
     text += ("placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, "
              "the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks "
              "less. ")
@@ -546,10 +562,15 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
     if bases:
         notes.append(bases)
+    arms_md = arm_table(by_arm, pairs, honest, last)
     parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged,
-                                        active=ACTIVE in logged, start=START in logged),
-             arm_table(by_arm, pairs, honest, last)]
+                                        active=ACTIVE in logged, start=START in logged), arms_md]
     ends = end_table(by_arm)
+    # the tables alone, for docs pages to include (never pasted by hand): every column, and the primary ones
+    tables = {"arms.md": arms_md, "summary.md": select_columns(arms_md, SUMMARY_COLUMNS), "runs.md": ends}
+    for name, table in tables.items():
+        if table:
+            (out_dir / name).write_text(table + "\n")
     if ends:
         parts += ["End-of-run evaluation, per run: the final policy as deployed, sampled on every training problem and "
                   "every held-out one under its own loophole at the training temperature; hack and solve with their "

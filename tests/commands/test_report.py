@@ -507,3 +507,25 @@ def test_an_arm_at_the_same_rate_at_every_seed_gets_the_wilson_interval_of_its_p
     row = table(capsys.readouterr().out, "arm")["vanilla"]
     # 0 hacks of 48 samples: [0, 0.074], not [0, 0]
     assert (row["end hack"], row["end solve"]) == ("0.000 [0.000, 0.074]", "0.500 [0.364, 0.636]")
+
+
+def test_the_end_placebo_gap_pairs_the_end_hack_by_seed_and_the_tables_are_written_for_the_docs(tmp_path, capsys):
+    root = tmp_path / "sweep"
+    probe = {"class_path": "pgrpo.interventions.ProbePenalty", "init_args": {}}
+    placebo = {"class_path": "pgrpo.interventions.ProbePenalty", "init_args": {"detector": "random"}}
+    end = {"vanilla": ({"class_path": CLASS["none"]}, (0.5, 0.6)), "probe_penalty": (probe, (0.1, 0.4)),
+           "probe_penalty_random": (placebo, (0.4, 0.3))}
+    for arm, (config, hacks) in end.items():
+        for seed, hack in enumerate(hacks):
+            write_run(root / arm / f"seed{seed}", "none", {"hack/student": 0.5, "solve/student": 0.2},
+                      sparse={"end/hack": {STEPS - 1: hack}, "end/solve": {STEPS - 1: 0.2},
+                              "end/samples": {STEPS - 1: 40.0}}, config={"model": {"intervention": config}})
+    main(["report", str(root)])
+    rows = table(capsys.readouterr().out, "arm")
+    # the placebo's end hack minus the method's at seed 0 (+0.3) and seed 1 (−0.1): ahead at 1 of 2 seeds
+    assert rows["probe_penalty"]["end placebo gap"] == "0.100 ± 0.283 vs probe_penalty_random (1/2)"
+    summary = (root / "report" / "summary.md").read_text()
+    assert summary.splitlines()[0] == "| arm | kind | seeds | end hack | end solve | end placebo gap |"
+    assert table(summary, "arm")["probe_penalty"]["end placebo gap"] == rows["probe_penalty"]["end placebo gap"]
+    assert table((root / "report" / "arms.md").read_text(), "arm") == rows
+    assert (root / "report" / "runs.md").read_text().startswith("| arm | seed | samples | hack |")
