@@ -3,7 +3,7 @@
 The machines have no model hub, so the project ships a recipe instead of weights.
 `build_embedded_default` turns the recipe into an ordinary Hugging Face checkpoint
 directory (tokenizer, random init, then `pgrpo.pretrain` on chat-formatted
-problems: about 3 minutes on 2 cores), and everything downstream loads it
+problems: about 6 minutes on 2 cores), and everything downstream loads it
 through `from_pretrained` like any real checkpoint. The build is deterministic,
 and `recipe_hash` covers everything that decides its bytes (constants, corpora,
 the pretraining code, library versions), so the cache directory it names is
@@ -57,7 +57,8 @@ MODEL_SHAPE = {
     "head_dim": 32,
     "max_position_embeddings": 2048,
 }
-# pgrpo.pretrain's run: 450 steps of 16 examples (about 1.5 epochs of its corpus; 2.9 min on 2 cores)
+# pgrpo.pretrain's run: 450 steps of 16 examples (about 1.5 epochs of its corpus; 5.9 min on 2 cores with the
+# kernels pinned, 2.9 min without)
 PRETRAIN = {"steps": 450, "lr": 6e-3, "batch_size": 16, "seed": SEED}
 # torch's kernels and MKL's code path fixed for the build, whatever the CPU offers beyond AVX2 (x86-64 only: other
 # CPUs have neither setting, and their builds are deterministic on the machine alone)
@@ -69,7 +70,7 @@ MARKER = "pgrpo_embedded.json"  # written last; a directory without it is not a 
 STALE_TMP_SECONDS = 3600  # a build takes seconds; an older temp dir belongs to a killed build
 # The build's time as announced, measured on 2 cores (pretraining runs on 2 threads on any machine):
 # tokenizer, corpus and saving, then each pretraining step.
-BUILD_SECONDS, PRETRAIN_STEP_SECONDS = 12, 0.36
+BUILD_SECONDS, PRETRAIN_STEP_SECONDS = 12, 0.79  # pinned (PINNED_KERNELS): MKL's COMPATIBLE path costs 2x
 
 # Python idioms and English words that prompts and completions are made of, so
 # that they get their own merges even where the problem set is thin. Written out

@@ -62,7 +62,7 @@ def test_the_embedded_base_is_announced_when_built_then_said_to_be_cached(tmp_pa
     monkeypatch.setenv(embedded.PRETRAIN_STEPS_ENV, "300")
     path = embedded.embedded_default_path(tmp_path)
     built = capsys.readouterr().err.splitlines()
-    assert built[0] == (f"building the embedded base model (tokenizer and 300 pretraining steps, ~2.0 min on 2 cores; "
+    assert built[0] == (f"building the embedded base model (tokenizer and 300 pretraining steps, ~4.2 min on 2 cores; "
                         f"once, cached in {path})")
     assert built[1].startswith("embedded base model: built in ") and len(built) == 2
     embedded.embedded_default_path(tmp_path)
