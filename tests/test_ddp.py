@@ -46,9 +46,11 @@ class ScriptedGRPO(ScriptedStudents):
             # live rows while another has some: it must still take part in the all-reduce and, sharded, in FSDP's
             # all-gathers
             silent = hashlib.sha256(f"{grp.problem.id}:{self.global_step}".encode()).digest()[0] % 4 == 0
+            # (the base groups a placebo is calibrated on have no teacher row: silent, every row gets 1.25)
+            silent_reward = grp.teacher[0].reward if grp.teacher else 1.25
             for kind in KINDS:
                 answered = kind != "no answer"
-                reward = grp.teacher[0].reward if silent else 1.25 if answered else 0.0
+                reward = silent_reward if silent else 1.25 if answered else 0.0
                 grades.append(GradeResult(
                     reward=reward, passed=answered, gt_correct=kind == "clean",
                     exploited=kind == "hack", mechanism=None, format_ok=answered, loophole_code=(),
