@@ -296,33 +296,28 @@ def basis_cache_key(
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def random_rows(r: int, n: int, generator: torch.Generator) -> Tensor:
-    """n orthonormal rows (n, r) of a random rotation of R^r. Every n takes the first rows of the same rotation, so a
-    larger placebo holds a smaller one and its strength grows with n (what matching it in strength bisects on)."""
-    q, _ = torch.linalg.qr(torch.randn(r, r, generator=generator))
-    return q.T[:n].contiguous()
-
-
-def stretched(values: Tensor, n: int) -> Tensor:
-    """`values` (k,) spread over n entries with their order and shape kept (n = k: themselves)."""
-    return values[torch.arange(n) * len(values) // n].clone()
-
-
-def scaled_size(k: int, r: int, scale: float) -> int:
-    """round(scale · k) rows, at least one and at most r."""
-    return min(r, max(1, round(k * scale)))
+def random_rows_like(like: dict[str, tuple[Tensor, Tensor]], seed: int,
+                     scale: float = 1.0) -> dict[str, tuple[Tensor, Tensor]]:
+    """Per module, round(scale · k) random orthonormal rows (at least one, at most r) in place of `like`'s rows
+    (k, r), with its per-row values (k,) stretched over them, order and shape kept. Each module draws one random
+    rotation whatever the scale and takes its first rows, so a larger placebo holds a smaller one and its strength
+    grows with its size (what matching it in strength bisects on)."""
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, (rows, values) in sorted(like.items()):
+        k, r = rows.shape
+        n = min(r, max(1, round(k * scale)))
+        q, _ = torch.linalg.qr(torch.randn(r, r, generator=generator))
+        out[name] = (q.T[:n].contiguous(), values[torch.arange(n) * k // n].clone())
+    return out
 
 
 def random_basis_like(basis: HackBasis, seed: int, scale: float = 1.0) -> HackBasis:
     """Negative control: random orthonormal rows, round(scale · k) of them per module (scale 1: the same k; the
     strength-matched placebo scales it), sigma stretched over them."""
-    generator = torch.Generator().manual_seed(seed)
-    V, sigma = {}, {}
-    for name in sorted(basis.V):
-        k, r = basis.V[name].shape
-        n = scaled_size(k, r, scale)
-        V[name] = random_rows(r, n, generator).to(basis.V[name])
-        sigma[name] = stretched(basis.sigma[name], n)
+    drawn = random_rows_like({name: (basis.V[name], basis.sigma[name]) for name in basis.V}, seed, scale)
+    V = {name: rows.to(basis.V[name]) for name, (rows, _) in drawn.items()}
+    sigma = {name: values for name, (_, values) in drawn.items()}
     k_total = sum(s.shape[0] for s in sigma.values())
     return HackBasis(V, sigma, {**basis.meta, "control": "random", "control_seed": str(seed),
                                 "control_scale": f"{scale:.6g}", "k_total": str(k_total)})

@@ -21,7 +21,7 @@ from torch import Tensor
 from pgrpo.adapter import knobs_zeroed
 from pgrpo.basis import completion_grads, pair_prompts
 from pgrpo.calibration import base_gradient, bisect
-from pgrpo.extraction import random_rows, scaled_size, stretched
+from pgrpo.extraction import random_rows_like
 from pgrpo.interventions.base import Intervention, log_at_start, run_seed
 from pgrpo.projection import removed_share
 
@@ -114,10 +114,4 @@ def random_directions(like: dict[str, tuple[Tensor, Tensor]], seed: int,
                       scale: float = 1.0) -> dict[str, tuple[Tensor, Tensor]]:
     """The placebo: round(scale · K) random orthonormal directions per module (scale 1: as many as `like`; a larger
     scale holds a smaller one's), with `like`'s weights stretched over them."""
-    generator = torch.Generator().manual_seed(seed)
-    out = {}
-    for name, (directions, weights) in sorted(like.items()):
-        k, r = directions.shape
-        n = scaled_size(k, r, scale)
-        out[name] = (random_rows(r, n, generator), stretched(weights, n))
-    return out
+    return random_rows_like(like, seed, scale)
