@@ -1,6 +1,6 @@
 """2 CPU processes (gloo) on a cold V cache, under DDP and under FSDP: both ranks train with rank 0's V, bit for bit,
 and the cache ends with one V and no temporary file. Run as a script, this file is one fit (Lightning's launcher
-re-executes it for rank 1): `python tests/test_ddp_basis.py OUT STRATEGY SEED`."""
+re-executes it for rank 1): `python tests/test_ddp_basis.py OUT STRATEGY` with $PGRPO_CACHE set to an empty V cache."""
 
 import os
 import subprocess
@@ -19,10 +19,9 @@ from pgrpo.strategy import ShardedBaseStrategy
 
 
 
-def cold(seed: int) -> ExtractionConfig:
-    """A pair order (and so a cache key) of this call alone: its V is never in the cache already. Two modes'
-    pairs: what is tested is who extracts and who waits, not how good V is."""
-    return ExtractionConfig(seed=seed, n_heldout=2, batch_size=64, modes=["sentinel", "run_tests"])
+def small() -> ExtractionConfig:
+    """Two modes' pairs: what is tested is who extracts and who waits, not how good V is."""
+    return ExtractionConfig(n_heldout=2, batch_size=64, modes=["sentinel", "run_tests"])
 
 
 class ExtractOnly(ProjectedGRPO):
@@ -32,11 +31,11 @@ class ExtractOnly(ProjectedGRPO):
         self.optimizers().step()  # counts the step, so max_steps ends the fit
 
 
-def fit(out: Path, strategy_name: str, seed: int) -> None:
+def fit(out: Path, strategy_name: str) -> None:
     L.seed_everything(0)
     strategy = (DDPStrategy(process_group_backend="gloo") if strategy_name == "ddp"
                 else ShardedBaseStrategy(process_group_backend="gloo"))
-    module = ExtractOnly(extraction=cold(seed), target_modules=["q_proj", "down_proj"])
+    module = ExtractOnly(extraction=small(), target_modules=["q_proj", "down_proj"])
     data = GRPODataModule(mix_ratio=0.0, group_size=2, prompts_per_step=2)
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, max_steps=1, use_distributed_sampler=False,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
@@ -50,18 +49,23 @@ def test_both_ranks_train_with_rank_zeros_v_from_a_cold_cache(strategy, tmp_path
     from pgrpo.models import load_model_and_tokenizer
 
     load_model_and_tokenizer("embedded")  # the base is built here, once, not raced for by the two ranks
-    bases = pgrpo_cache / "bases"
-    before = set(bases.iterdir()) if bases.is_dir() else set()
-    seed = int.from_bytes(os.urandom(4), "big")  # each case, and each session on a kept cache, starts cold
-    subprocess.run([sys.executable, __file__, str(tmp_path), strategy, str(seed)], check=True, timeout=600,
-                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    # A cache of this test's own for V (the base and pools linked from the session's): the session's bases/ is
+    # shared by every pytest-xdist worker, so another test's V could land there while this one counts files.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for entry in pgrpo_cache.iterdir():
+        if entry.name != "bases":
+            (cache / entry.name).symlink_to(entry)
+    subprocess.run([sys.executable, __file__, str(tmp_path), strategy], check=True, timeout=600,
+                   env={**os.environ, "OMP_NUM_THREADS": "1", "PGRPO_CACHE": str(cache)})
     ranks = [torch.load(tmp_path / f"V_rank{r}.pt") for r in (0, 1)]
     assert ranks[0].keys() == ranks[1].keys() and ranks[0]
     assert all(torch.equal(ranks[0][n], ranks[1][n]) for n in ranks[0])
-    new = set(bases.iterdir()) - before
+    bases = cache / "bases"
+    new = set(bases.iterdir())
     assert len(new) == 1 and next(iter(new)).suffix == ".safetensors"  # extracted cold, written once
     assert not [p for p in bases.iterdir() if ".tmp" in p.name]
 
 
 if __name__ == "__main__":
-    fit(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
+    fit(Path(sys.argv[1]), sys.argv[2])
