@@ -29,8 +29,8 @@ SPLITS = (("train", "end/"), ("heldout", "end/heldout_"))
 
 class EndOfRunEval(Callback):
     """At the end of training: hack and solve of the final policy as deployed, on every training problem and every
-    held-out one, with Wilson intervals (end_eval.json; end/hack, end/solve, end/samples and the same with
-    end/heldout_ at the last step)."""
+    held-out one, with Wilson intervals (end_eval.json; end/hack, end/solve, end/samples, the same with
+    end/heldout_ and per loophole mode, end/hack_<mode>, at the last step)."""
 
     def __init__(self, samples_per_problem: int = 0, seed: int = 0, prompts_per_call: int = 16):
         """
@@ -90,11 +90,17 @@ def end_of_run_eval(pl_module, splits: dict[str, list[Problem]], everything: lis
 
 
 def scalars(result: dict) -> dict[str, float]:
+    """The rates and sample counts of each split, and of each loophole mode on the training problems
+    (end/hack_<mode>, ...): a held-out lever's own end numbers, which `pgrpo report` pools over the modes a
+    leave-modes-out run held out."""
     out = {}
     for split, prefix in SPLITS:
         if result.get(split):
             out |= {f"{prefix}hack": result[split]["hack"], f"{prefix}solve": result[split]["solve"],
                     f"{prefix}samples": float(result[split]["samples"])}
+    for mode, entry in (result.get("train") or {}).get("per_mode", {}).items():
+        out |= {f"end/hack_{mode}": entry["hack"], f"end/solve_{mode}": entry["solve"],
+                f"end/samples_{mode}": float(entry["samples"])}
     return out
 
 

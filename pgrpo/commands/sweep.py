@@ -11,10 +11,14 @@ steps and then 200 more are the run of 300; `pgrpo report --steps 100` still rea
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgrpo.events import load_config, setting
@@ -24,46 +28,87 @@ LAST = Path("checkpoints") / "last.ckpt"
 MAX_STEPS = "--trainer.max_steps="
 
 
+@dataclass
+class Stage:
+    """One stage of a sweep plan: these arms at the plan's seeds, with these extra fit arguments."""
+
+    arms: list[str]
+    """configs, as in --arms; an arm an earlier stage ran is lengthened here with a larger --trainer.max_steps=N."""
+    overrides: list[str] = field(default_factory=list)
+    """`pgrpo fit` arguments for this stage's cells, after the sweep's own --overrides."""
+
+
 def sweep(
     name: str,
-    arms: list[str],
+    arms: list[str] = [],
     seeds: list[int] = [0, 1, 2],
     overrides: list[str] = [],
+    stages: list[Stage] = [],
+    workers: int = 1,
+    threads: int | None = None,
     logs: str = "logs",
     configs: str = "configs",
 ) -> None:
-    """Run arms x seeds one after another, each cell in its own `pgrpo fit` process; rerun to resume.
+    """Run arms x seeds, each cell in its own `pgrpo fit` process; rerun to resume.
 
     Resuming: finished cells are skipped, a cell that was killed or crashed resumes from its last
     checkpoint (bit-exact) or restarts when it never wrote one. A crashed cell does not stop the
     others; the sweep exits non-zero at the end if any cell failed. Then `pgrpo report <logs>/<name>`.
 
+    A plan is a sweep written to a file and run with `pgrpo sweep --config PLAN.yaml`: its name, seeds,
+    overrides and stages. Stages run in order, each once the one before has finished (a later stage may
+    lengthen an earlier stage's cells to more steps); a rerun of the plan skips what every stage finished.
+
     Args:
         name: the sweep: cell (arm, k) logs to <logs>/<name>/<arm>/seed<k>/ (events, checkpoints, fit.log).
         arms: configs (erase = <configs>/erase.yaml, or a .yaml path), or several joined by "+" and applied
-            in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v].
+            in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v]; the first
+            stage, before any of --stages.
         seeds: seeds every arm runs at (cell k gets --seed_everything k and --data.seed k).
         overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20]; a finished
             sweep rerun with another --trainer.max_steps=N and nothing else changed goes on to step N.
+        stages: further stages, each {arms, overrides}, run in order after --arms.
+        workers: cells run at once (each its own process; on a machine of C cores give each C/workers
+            threads: --threads 1 with 2 workers on 2 cores).
+        threads: each cell's torch threads (OMP_NUM_THREADS; default: as the environment has it). A run's last
+            bits depend on its thread count, so a plan that is to be rerun bit for bit states it.
         logs: root log directory.
         configs: directory the arm names are looked up in.
     """
+    if workers < 1 or (threads is not None and threads < 1):
+        raise SystemExit(f"--workers {workers} --threads {threads}: each must be at least 1")
     root = Path(logs) / name
+    plan = ([Stage(list(arms))] if arms else []) + [Stage(list(s.arms), list(s.overrides)) for s in stages]
+    if not any(stage.arms for stage in plan):
+        raise SystemExit("pgrpo sweep: no arms (give --arms, or --stages in a plan)")
     # every cell's arguments first, so a misspelt arm fails before hours of the others have run
-    cells = [(arm_name(arm), seed, fit_args(arm, seed, root, Path(configs), overrides))
-             for arm in arms for seed in seeds]
-    for arm, seed, argv in cells:
-        refuse_other_arguments(root / arm / f"seed{seed}", argv)
-    failed = []
-    for i, (arm, seed, argv) in enumerate(cells, 1):
-        print(f"[{i}/{len(cells)}] {arm} seed{seed}: ", end="", flush=True)
-        ok, status = run_cell(root / arm / f"seed{seed}", argv)
-        print(status, flush=True)
-        if not ok:
-            failed.append(f"{arm} seed{seed}")
+    stage_cells = [[(arm_name(arm), seed, fit_args(arm, seed, root, Path(configs), overrides + stage.overrides))
+                    for arm in stage.arms for seed in seeds] for stage in plan]
+    planned: dict[Path, list[list[str]]] = {}  # each cell's arguments, stage by stage
+    for arm, seed, argv in (cell for cells in stage_cells for cell in cells):
+        planned.setdefault(root / arm / f"seed{seed}", []).append(argv)
+    for cell, argvs in planned.items():
+        refuse_other_arguments(cell, argvs)
+    total = sum(len(cells) for cells in stage_cells)
+    failed, done = [], iter(range(1, total + 1))
+    lock = threading.Lock()
+
+    def one(cell_args: tuple[str, int, list[str]]) -> None:
+        arm, seed, argv = cell_args
+        cell = root / arm / f"seed{seed}"
+        later = planned[cell][planned[cell].index(argv) + 1:]
+        ok, status = run_cell(cell, argv, later, threads)
+        with lock:  # one whole line per cell, in the order cells finish
+            print(f"[{next(done)}/{total}] {arm} seed{seed}: {status}", flush=True)
+            if not ok:
+                failed.append(f"{arm} seed{seed}")
+
+    for cells in stage_cells:
+        with ThreadPoolExecutor(max_workers=workers) as pool:  # a stage ends before the next begins
+            list(pool.map(one, cells))
     print(f"report: pgrpo report {root}")
     if failed:
-        sys.exit(f"{len(failed)} of {len(cells)} cells failed: {', '.join(failed)} (see their fit.log; rerun to resume)")
+        sys.exit(f"{len(failed)} of {total} cells failed: {', '.join(failed)} (see their fit.log; rerun to resume)")
 
 
 def arm_name(arm: str) -> str:
@@ -85,11 +130,12 @@ def fit_args(arm: str, seed: int, root: Path, configs: Path, overrides: list[str
                    "--trainer.enable_progress_bar=false", *overrides]
 
 
-def refuse_other_arguments(cell: Path, argv: list[str]) -> None:
-    """A cell with progress (finished, or a checkpoint to resume) must not be continued with other arguments."""
+def refuse_other_arguments(cell: Path, argvs: list[list[str]]) -> None:
+    """A cell with progress (finished, or a checkpoint to resume) must not be continued with other arguments than
+    one of the stages that run it (`argvs`, in stage order) gives it."""
     record = read_record(cell)
-    if record and record["argv"] != argv and (record["status"] == "done" or (cell / LAST).is_file()):
-        if lengthens(record, argv, cell):
+    if record and record["argv"] not in argvs and (record["status"] == "done" or (cell / LAST).is_file()):
+        if any(lengthens(record, argv, cell) for argv in argvs):
             return
         raise SystemExit(f"{cell} was run with other arguments ({' '.join(record['argv'])}); "
                          f"use another sweep name or delete that directory (a finished sweep may be rerun with a larger "
@@ -109,18 +155,21 @@ def lengthens(record: dict, argv: list[str], cell: Path) -> bool:
     return isinstance(ran, int) and int(asked[-1]) > ran
 
 
-def run_cell(cell: Path, argv: list[str]) -> tuple[bool, str]:
-    """Run, resume or skip one cell: (finished, what happened in one line)."""
+def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: int | None = None) -> tuple[bool, str]:
+    """Run, resume or skip one cell: (finished, what happened in one line). `later`: the cell's arguments in the
+    plan's later stages; a cell one of those already ran (lengthened) has been through this stage."""
     record = read_record(cell)
     if record and record["status"] == "done" and record["argv"] == argv:
         return True, "skipped (finished)"
+    if record and record["argv"] in later:
+        return True, "skipped (a later stage went on from it)"
     resume = (cell / LAST).is_file()
     if not resume and cell.exists():
         shutil.rmtree(cell)  # a partial run without a checkpoint has nothing worth keeping: start clean
     cell.mkdir(parents=True, exist_ok=True)
     write_record(cell, {"argv": argv, "status": "running"})
     start = time.perf_counter()
-    rc = run_fit(argv + ([f"--ckpt_path={cell / LAST}"] if resume else []), cell / "fit.log")
+    rc = run_fit(argv + ([f"--ckpt_path={cell / LAST}"] if resume else []), cell / "fit.log", threads)
     seconds = time.perf_counter() - start
     write_record(cell, {"argv": argv, "status": "done" if rc == 0 else "failed", "returncode": rc,
                         "seconds": round(seconds, 1)})
@@ -129,10 +178,12 @@ def run_cell(cell: Path, argv: list[str]) -> tuple[bool, str]:
     return True, ("resumed from its last checkpoint, " if resume else "") + f"done in {seconds:.0f} s"
 
 
-def run_fit(argv: list[str], log: Path) -> int:
+def run_fit(argv: list[str], log: Path, threads: int | None = None) -> int:
     """One `pgrpo fit` in a child process (a crash stays in the child), output appended to `log`."""
+    env = os.environ | ({"OMP_NUM_THREADS": str(threads)} if threads else {})
     with open(log, "a") as out:
-        child = subprocess.Popen([sys.executable, "-m", "pgrpo.cli", *argv], stdout=out, stderr=subprocess.STDOUT)
+        child = subprocess.Popen([sys.executable, "-m", "pgrpo.cli", *argv], stdout=out, stderr=subprocess.STDOUT,
+                                 env=env)
         try:
             return child.wait()
         finally:

@@ -1,11 +1,15 @@
 """`pgrpo sweep`: arms x seeds into named cells, finished cells skipped, interrupted ones resumed."""
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 import pgrpo.commands.sweep as sweep_mod
+from pgrpo.commands.sweep import run_fit
 from pgrpo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,10 +20,12 @@ class FakeFit:
 
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset()):
         self.calls: list[list[str]] = []
+        self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
 
-    def __call__(self, argv: list[str], log: Path) -> int:
+    def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
+        self.threads.append(threads)
         cell = log.parent
         (cell / "events.out.tfevents.0").write_bytes(b"")
         steps = [a.split("=", 1)[1] for a in argv if a.startswith("--trainer.max_steps=")]
@@ -119,6 +125,89 @@ def test_overlays_join_configs_in_order_and_a_misspelt_arm_fails_before_anything
     assert nothing.calls == []
 
 
+def write_plan(tmp_path: Path, stages: str, workers: int = 1) -> Path:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: demo\nseeds: [0, 1]\nworkers: {workers}\nstages:\n{stages}")
+    return plan
+
+
+def run_plan(tmp_path: Path, plan: Path, fake, monkeypatch) -> None:
+    monkeypatch.setattr(sweep_mod, "run_fit", fake)
+    main(["sweep", "--config", str(plan), "--logs", str(tmp_path), "--configs", str(REPO / "configs")])
+
+
+def test_a_plans_later_stage_lengthens_the_cells_an_earlier_stage_finished_and_a_rerun_runs_nothing(
+        tmp_path, monkeypatch, capsys):
+    plan = write_plan(tmp_path, "  - arms: [vanilla, erase]\n"
+                                "  - {arms: [erase], overrides: [--trainer.max_steps=300]}\n")
+    fake = FakeFit()
+    run_plan(tmp_path, plan, fake, monkeypatch)
+    assert [cell_of(a) for a in fake.calls] == ["vanilla/seed0", "vanilla/seed1", "erase/seed0", "erase/seed1",
+                                                "erase/seed0", "erase/seed1"]
+    for argv in fake.calls[4:]:  # the second stage goes on from the first's checkpoints
+        assert "--trainer.max_steps=300" in argv and argv[-1].startswith("--ckpt_path=")
+    capsys.readouterr()
+    again = FakeFit()
+    run_plan(tmp_path, plan, again, monkeypatch)
+    assert again.calls == []
+    out = capsys.readouterr().out
+    assert out.count("skipped (finished)") == 4 and out.count("skipped (a later stage went on from it)") == 2
+
+
+class SlowFit(FakeFit):
+    """A fit that takes a while and records how many ran at once and when each started and ended."""
+
+    def __init__(self):
+        super().__init__()
+        self.running, self.most, self.spans, self.lock = 0, 0, {}, threading.Lock()
+
+    def __call__(self, argv, log, threads=None):
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        start = time.monotonic()
+        time.sleep(0.2)
+        rc = super().__call__(argv, log, threads)
+        with self.lock:
+            self.running -= 1
+            self.spans.setdefault(cell_of(argv), []).append((start, time.monotonic()))
+        return rc
+
+
+def test_workers_run_a_stages_cells_side_by_side_and_a_stage_waits_for_the_one_before(tmp_path, monkeypatch):
+    plan = write_plan(tmp_path, "  - arms: [vanilla, erase]\n"
+                                "  - {arms: [erase], overrides: [--trainer.max_steps=300]}\n", workers=2)
+    fake = SlowFit()
+    run_plan(tmp_path, plan, fake, monkeypatch)
+    assert fake.most == 2 and len(fake.calls) == 6
+    first_stage_end = max(end for spans in fake.spans.values() for _, end in spans[:1])
+    second_stage_start = min(spans[1][0] for spans in fake.spans.values() if len(spans) > 1)
+    assert second_stage_start >= first_stage_end
+
+
+def test_a_plans_thread_count_reaches_every_cells_process(tmp_path, monkeypatch):
+    plan = write_plan(tmp_path, "  - arms: [vanilla]\n")
+    plan.write_text(plan.read_text() + "threads: 1\n")
+    fake = FakeFit()
+    run_plan(tmp_path, plan, fake, monkeypatch)
+    assert fake.threads == [1, 1]
+    seen = {}
+
+    class Child:
+        def __init__(self, args, stdout, stderr, env):
+            seen.update(env)
+
+        def wait(self):
+            return 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(sweep_mod.subprocess, "Popen", Child)
+    run_fit(["fit"], tmp_path / "fit.log", threads=3)  # the real one, not the fake run_plan put in its place
+    assert seen["OMP_NUM_THREADS"] == "3"
+
+
 @pytest.mark.slow
 def test_a_real_sweep_runs_every_cell_and_reports(tmp_path, capsys):
     fast = ["--trainer.max_steps=2", "--model.generation.max_new_tokens=16", "--data.group_size=4",
@@ -128,3 +217,31 @@ def test_a_real_sweep_runs_every_cell_and_reports(tmp_path, capsys):
     main(["report", str(tmp_path / "real")])
     out = capsys.readouterr().out
     assert "| vanilla | 1 |" in out and "| random_v | 1 |" in out
+
+
+PLANS = sorted((REPO / "configs" / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: p.name)
+def test_a_shipped_plan_names_configs_that_exist_and_each_overlay_resolves_on_its_arm(plan, tmp_path, capsys):
+    stages = yaml.safe_load(plan.read_text())["stages"]
+    arms = [arm for stage in stages for arm in stage["arms"]]
+    for arm in arms:  # raises, naming the arm, for a config that is not there
+        sweep_mod.fit_args(arm, 0, tmp_path, REPO / "configs", [])
+    first_with = {}
+    for arm in arms:
+        for overlay in arm.split("+")[1:]:
+            first_with.setdefault(overlay, arm)
+    for overlay, arm in first_with.items():
+        configs = [a for a in sweep_mod.fit_args(arm, 0, tmp_path, REPO / "configs", []) if a.endswith(".yaml")]
+        with pytest.raises(SystemExit) as exit_:
+            main(["fit", *[x for c in configs for x in ("--config", c)], "--print_config"])
+        assert exit_.value.code in (None, 0), f"{plan.name}: {arm} does not resolve"
+        resolved = yaml.safe_load(capsys.readouterr().out)
+        stated = yaml.safe_load((REPO / "configs" / f"{overlay}.yaml").read_text()) or {}
+        for key, value in stated.items():  # the overlay's own settings survive in the whole
+            node = resolved
+            for part in key.split("."):
+                node = node[part]
+            if not isinstance(value, dict):
+                assert node == value, f"{arm}: {key} is {node!r}, not the overlay's {value!r}"
