@@ -9,7 +9,8 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from pgrpo.env.problems import MODES, NO_LOOPHOLE
+from pgrpo.commands.verdicts import START, decision_table, held_out_modes
+from pgrpo.env.problems import NO_LOOPHOLE
 from pgrpo.events import HACK, SOLVE, Run, Scalars, find_runs, first_steps, run_length, setting, tail_mean
 from pgrpo.intervals import t_interval, wilson
 
@@ -19,7 +20,7 @@ COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student")
            ("null_teacher", "proj/cin_null_teacher")]
 # the knobs' state beside the rates: a gradient edit that damages the model shows as entropy and ‖δS‖ climbing,
 # and a biased one as δS drifting along V (⟨V, δS⟩ > 0: away from hack); each appears when some run logged it
-ACTIVE, START = "intervention/active_rate", "intervention/start_rate"
+ACTIVE = "intervention/active_rate"
 # summary.md: the primary numbers, each arm's strength beside its placebo's, and the model's health
 SUMMARY_COLUMNS = ("arm", "kind", "seeds", "end hack", "end solve", "end placebo gap", "start", "placebo start",
                    "active", "placebo active", "entropy")
@@ -85,10 +86,7 @@ def arm_kind(runs: list[Run]) -> str:
 def held_out_mode(config: dict | None) -> str | None:
     """The loophole mode a leave-one-mode-out run built V without: the one mode missing from
     model.extraction.modes, if exactly one is."""
-    known = setting(config or {}, "model.extraction.modes", None)
-    if not isinstance(known, list):
-        return None
-    missing = [mode for mode in MODES if mode not in known]
+    missing = held_out_modes(config)
     return missing[0] if len(missing) == 1 else None
 
 
@@ -470,7 +468,8 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
 
 
 def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5,
-           arms: list[str] | None = None, steps: int | None = None) -> None:
+           arms: list[str] | None = None, steps: int | None = None, plan: str | None = None,
+           protocol: str | None = None) -> None:
     """Print a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest arm,
     hacked runs, the gap to each method's placebo, cin) and write PNG curves and a hack-against-solve plot.
 
@@ -506,7 +505,17 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         steps: read each run as if it had stopped after this many optimizer steps (its steps 0..steps-1):
             a sweep lengthened to 300 steps still gives its 100-step table with --steps 100. Runs that
             stopped before it are left out, and named.
+        plan: the sweep plan (`pgrpo sweep --config PLAN`) that made LOGDIR: one report per stage, into
+            OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps).
+        protocol: the protocol the runs were planned under (docs/bench/protocol.md): the report names its
+            commit and applies its decision rules (pgrpo/commands/verdicts.py) in a table of their own
+            (decisions.md).
     """
+    if plan is not None:
+        for i, (stage_arms, stage_steps) in enumerate(plan_stages(plan), 1):
+            report(logdir, baseline, str(Path(out or Path(logdir) / "report") / f"stage{i}"), last, stage_arms,
+                   stage_steps or steps, None, protocol)
+        return
     runs = find_runs(logdir)
     notes = []
     if steps is not None:
@@ -560,14 +569,24 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             notes.append(f"`{arm}`'s runs have unequal lengths ({', '.join(map(str, lengths))} steps): their last "
                          f"steps are not the same steps (`--steps N` reads them all at N).")
     title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
+    if protocol:
+        notes.insert(0, f"Protocol: `{protocol}` as of commit `{protocol_commit(protocol)}`; its decision rules "
+                        f"are applied in the decision table below.")
     if bases:
         notes.append(bases)
     arms_md = arm_table(by_arm, pairs, honest, last)
     parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged,
                                         active=ACTIVE in logged, start=START in logged), arms_md]
     ends = end_table(by_arm)
+    decisions = None
+    if protocol:
+        kinds = {arm: arm_kind(rs) for arm, rs in by_arm.items()}
+        decisions = decision_table(by_arm, kinds, pairs, base, honest, placebos(by_arm, last))
+        parts += ["Decisions, by the protocol's rules (end-of-run evaluation, paired by seed, 95% t-intervals):",
+                  decisions]
     # the tables alone, for docs pages to include (never pasted by hand): every column, and the primary ones
-    tables = {"arms.md": arms_md, "summary.md": select_columns(arms_md, SUMMARY_COLUMNS), "runs.md": ends}
+    tables = {"arms.md": arms_md, "summary.md": select_columns(arms_md, SUMMARY_COLUMNS), "runs.md": ends,
+              "decisions.md": decisions}
     for name, table in tables.items():
         if table:
             (out_dir / name).write_text(table + "\n")
@@ -589,6 +608,41 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     text = "\n\n".join(parts) + "\n"
     (out_dir / "report.md").write_text(text)
     print(text, end="")
+
+
+def plan_stages(plan: str) -> list[tuple[list[str], int | None]]:
+    """Each stage of a sweep plan: its arms as the sweep names them, and its --trainer.max_steps override."""
+    import yaml
+
+    from pgrpo.commands.sweep import MAX_STEPS, arm_name
+
+    try:
+        stages = yaml.safe_load(Path(plan).read_text())["stages"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as err:
+        raise SystemExit(f"--plan {plan}: not a sweep plan with stages ({err})") from err
+    out = []
+    for stage in stages:
+        steps = [o[len(MAX_STEPS):] for o in stage.get("overrides", []) if o.startswith(MAX_STEPS)]
+        out.append(([arm_name(a) for a in stage["arms"]], int(steps[-1]) if steps else None))
+    return out
+
+
+def protocol_commit(path: str) -> str:
+    """The commit that last changed the protocol file, from git; refused if the file is not committed as it is."""
+    import subprocess
+
+    where = Path(path).resolve().parent
+    try:
+        commit = subprocess.run(["git", "log", "-1", "--format=%h", "--", Path(path).resolve().name], cwd=where,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", Path(path).resolve().name], cwd=where,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise SystemExit(f"--protocol {path}: cannot read its commit from git ({err})") from err
+    if not commit or dirty:
+        raise SystemExit(f"--protocol {path}: {'not committed' if not commit else 'changed since its commit'}: a "
+                         f"protocol is committed before the runs it governs")
+    return commit
 
 
 def _present(values) -> list[float]:
