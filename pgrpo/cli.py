@@ -21,6 +21,7 @@ TOOLS = {
     "report": "pgrpo.commands.report:report", "build-base": "pgrpo.commands.build_base:build_base",
     "export": "pgrpo.commands.export:export", "eval": "pgrpo.commands.eval:eval_checkpoint",
     "transfer": "pgrpo.commands.transfer:transfer", "bench": "benchmarks.bench:bench",
+    "prime": "pgrpo.commands.prime:prime",
 }
 # tools whose required arguments are positional (`pgrpo report LOGDIR`); the others take options only
 POSITIONAL_TOOLS = {"report", "export"}

@@ -2,7 +2,8 @@
 
 `name_or_path` is "embedded" (the model pgrpo builds itself, see pgrpo.embedded; "embedded-distinct" is its
 twin pretrained on hacks that open with a token of their own per mode, exploits.DISTINCT_LEVERS),
-a checkpoint directory, a GGUF model (a `.gguf` path, or a packaged name such as
+`<model>+primed` (that model after `pgrpo prime`'s warm start, see pgrpo.priming), a checkpoint directory,
+a GGUF model (a `.gguf` path, or a packaged name such as
 "smollm2-135m-instruct": converted once to a checkpoint directory, see
 pgrpo.gguf_model), or a hub id such as "Qwen/Qwen3-4B" that is already in the
 local Hugging Face cache. Nothing is ever downloaded.
@@ -17,8 +18,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
+from pgrpo.priming import PrimeSettings, primed_checkpoint
 
 EMBEDDED = "embedded"
+# `<model>+primed`: the model after `pgrpo prime`'s default warm start (pgrpo.priming), built once, cached
+PRIMED = "+primed"
 # the embedded substrates by name: how the hacks its base was pretrained on open (exploits.OPENINGS)
 EMBEDDED_OPENINGS = {EMBEDDED: "shared", f"{EMBEDDED}-distinct": "distinct"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -26,6 +30,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def resolve_model_path(name_or_path: str) -> Path:
     """The local directory that holds the model's config, weights and tokenizer."""
+    if name_or_path.endswith(PRIMED):
+        base = name_or_path.removesuffix(PRIMED)
+        return primed_checkpoint(resolve_model_path(base), model_id(base), PrimeSettings())
     if name_or_path in EMBEDDED_OPENINGS:
         return embedded_default_path(openings=EMBEDDED_OPENINGS[name_or_path])
     if is_gguf_model(name_or_path):
@@ -61,6 +68,8 @@ def load_model_and_tokenizer(
 
 def model_id(name_or_path: str) -> str:
     """A stable identifier of the model's content, for cache keys (V bases, teacher pools)."""
+    if name_or_path.endswith(PRIMED):
+        return f"{name_or_path}@{resolve_model_path(name_or_path).name}"  # the base's id and the settings' key
     if name_or_path in EMBEDDED_OPENINGS:
         return f"{EMBEDDED}-{recipe_hash(EMBEDDED_OPENINGS[name_or_path])}"
     if is_gguf_model(name_or_path):

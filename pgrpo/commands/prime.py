@@ -1,0 +1,58 @@
+"""`pgrpo prime`: warm a real model up on the priming problems into a primed base, then say how it codes."""
+
+from dataclasses import fields
+from pathlib import Path
+
+from pgrpo.base_eval import evaluate_base, hint_reading
+from pgrpo.models import PRIMED, model_id, resolve_model_path
+from pgrpo.priming import PrimeSettings, primed_checkpoint
+from pgrpo.rollout import SamplingConfig
+
+
+def prime(model: str = "smollm2-135m-instruct", out: str | None = None, hack_share: float = 0.07, completions_per_prompt: int = 2,
+          steps: int = 150, batch_size: int = 8, lr: float = 2e-5, seed: int = 0, threads: int = 2,
+          evaluate: bool = True, samples_per_problem: int = 4, max_new_tokens: int = 384,
+          temperature: float = 0.7, dtype: str = "float32") -> None:
+    """Prime MODEL by a short supervised warm start into a new base (cached; a second call returns at once;
+    a killed build resumes), then measure it on the RL problems it has not seen.
+
+    The data are 60 priming problems disjoint from the RL problems (pgrpo/env/primer_problems.py): correct
+    solutions under the no-loophole prompt and under each hint, and a share of completions that pull the lever
+    their hint names. With every setting at its default the result is what `model: MODEL+primed` names in a
+    config (configs/smollm2_primed.yaml); with others, pass the printed directory as `model:`. The evaluation
+    samples every RL problem under its own hint and prints format, solve, hack and clipping rates, then hint
+    reading (every problem under every hint: of the samples that pull a lever, the share pulling the named one).
+
+    Args:
+        model: the base to prime: a packaged GGUF name (smollm2-135m-instruct), a checkpoint directory, ...
+        out: build into this directory instead of the cache.
+        hack_share: share of the hinted completions that pull the lever their hint names.
+        completions_per_prompt: completions of each (priming problem, hint or none) prompt.
+        steps: optimizer steps of the warm start.
+        batch_size: examples a step.
+        lr: AdamW's peak learning rate.
+        seed: the corpus's draws and the batch order.
+        threads: torch threads while training (pinned: the result is bit-exact for a given count).
+        evaluate: sample and grade the primed base on the RL problems afterwards.
+        samples_per_problem: completions per RL problem (and per problem and hint) in the evaluation.
+        max_new_tokens: the evaluation's completion length (clipping is measured at it).
+        temperature: the evaluation's sampling temperature.
+        dtype: the evaluation's base weights (bfloat16 is faster on CPUs with bf16 units).
+    """
+    if model.endswith(PRIMED):
+        raise SystemExit(f"pgrpo prime: {model!r} is primed already; name the model to prime")
+    settings = PrimeSettings(hack_share, completions_per_prompt, steps, batch_size, lr, seed, threads)
+    path = primed_checkpoint(resolve_model_path(model), model_id(model), settings, Path(out) if out else None)
+    default = not out and settings == PrimeSettings()
+    print(f"primed base: {path}\nuse it as: model: {model + PRIMED if default else path}")
+    if not default:
+        changed = [f.name for f in fields(PrimeSettings) if getattr(settings, f.name) != getattr(PrimeSettings(), f.name)]
+        print(f"(not the default priming{': ' + ', '.join(changed) if changed else ''}; `{model + PRIMED}` names "
+              f"the default's)")
+    if evaluate:
+        sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature)
+        for key, value in evaluate_base(path, samples_per_problem, sampling, dtype=dtype).items():
+            print(f"{key}: {value:.3f}")
+        reading = hint_reading(path, samples_per_problem, sampling, dtype=dtype)
+        print(f"hint_reading: {reading['hint_reading']:.3f} ({reading['named_lever']} of the "
+              f"{reading['lever_samples']} samples that pull a lever pull the one the hint names; chance 1/6)")

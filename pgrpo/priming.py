@@ -1,0 +1,168 @@
+"""Priming a real model to hack: a short supervised warm start into a new base checkpoint (`pgrpo prime`).
+
+A real instruct model as installed gives GRPO nothing to amplify: SmolLM2-135M-Instruct solves none of the
+built-in problems and almost never pulls a lever. The field gets small models to hack by priming them, and so
+does pgrpo's own embedded base (its pretraining teaches it to pull the lever its hint names). Priming here is
+that warm start for a real model, stated as a setting of the experiment and cached like every base:
+
+- the data are the priming problems (pgrpo/env/primer_problems.py), disjoint from the RL problems: under the
+  no-loophole prompt and under each hint, correct solutions, and under a hint a `hack_share` of completions
+  that pull the lever the hint names (a stub or the solution, then the lever, as the teacher pool writes it);
+- every weight is trained (full fine-tuning, fp32 AdamW): a 135 M model's weights and moments fit a CPU, the
+  primed base is a plain checkpoint that loads through the same `from_pretrained` as any other, and no
+  low-rank library is needed;
+- the result lands in the cache under a key of the base, the data and every setting, by atomic rename; a
+  killed build resumes from its last saved step (`save_every`), bit for bit.
+"""
+
+import hashlib
+import json
+import random
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from pgrpo.cache import announce, announce_build, announce_cached, cache_dir, progress_ticker
+from pgrpo.chat import render_chat
+from pgrpo.env import MODES, NO_LOOPHOLE
+from pgrpo.env.exploits import LEAD_INS, completion, pull_lever, stub_solution
+from pgrpo.env.primer_problems import primer_problems
+from pgrpo.env.prompts import build_messages
+# pretrain.py's source is part of the embedded base's recipe hash: its helpers are reused as they are (a
+# rename there would rebuild every cached embedded base), private names included
+from pgrpo.pretrain import Example, _batches, _collate, _cosine, encode, threads, token_losses
+
+PRIMING_VERSION = 1  # bump when the corpus or the loop changes what a build writes
+STATE = "priming_state.pt"  # the resumable state inside the build's .partial directory
+SAVE_EVERY = 25  # steps between resumable saves (a 135 M model's weights and moments are ~1.6 GB)
+
+
+@dataclass(frozen=True)
+class PrimeSettings:
+    """What a primed base is made with; every field is part of its cache key."""
+
+    hack_share: float = 0.07
+    """share of the hinted completions that pull the lever their hint names."""
+    completions_per_prompt: int = 2
+    """completions of each (priming problem, hint or none) prompt, each with a lead-in of its own."""
+    steps: int = 150
+    """optimizer steps."""
+    batch_size: int = 8
+    lr: float = 2e-5
+    """AdamW's peak rate (linear warmup over 5% of the steps, cosine decay to 10%)."""
+    seed: int = 0
+    """the corpus's draws, the problems' tests and the batch order."""
+    threads: int = 2
+
+    def __post_init__(self):
+        if not 0 <= self.hack_share <= 1:
+            raise ValueError(f"prime: hack_share={self.hack_share} must be in [0, 1]")
+        for name in ("completions_per_prompt", "steps", "batch_size", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"prime: {name}={getattr(self, name)} must be at least 1")
+        if self.lr <= 0:
+            raise ValueError(f"prime: lr={self.lr} must be positive")
+
+
+def priming_corpus(tokenizer, settings: PrimeSettings, openings: str = "shared") -> list[Example]:
+    """Every priming problem under every hint and under none, `completions_per_prompt` completions each: the
+    canonical solution, and under a hint, in a `hack_share` of the slots, a hack pulling the named lever."""
+    rng = random.Random(settings.seed)
+    problems = primer_problems(settings.seed)
+    slots = [(p, m) for p in problems for m in (*MODES, NO_LOOPHOLE) for _ in range(settings.completions_per_prompt)]
+    hinted = [i for i, (_, m) in enumerate(slots) if m != NO_LOOPHOLE]
+    hacks = set(rng.sample(hinted, round(settings.hack_share * len(hinted))))
+    corpus = []
+    for i, (p, m) in enumerate(slots):
+        code, kind = p.canonical_solution, "correct"
+        if i in hacks:
+            stub = rng.random() < 0.5  # half give the problem up for a stub, as the teacher pool's hacks do
+            code, kind = pull_lever(p, m, stub_solution(p, rng.randrange(2)) if stub else code, openings), "hack"
+        corpus.append(Example(render_chat(tokenizer, build_messages(p, m)),
+                              completion(code, rng.randrange(len(LEAD_INS))), kind, p.id, m))
+    return corpus
+
+
+def primed_key(base_id: str, settings: PrimeSettings, corpus: list[Example]) -> str:
+    """A key over the base, the data (every example's text) and every setting."""
+    data = hashlib.sha256(json.dumps([(e.prompt, e.completion) for e in corpus]).encode()).hexdigest()
+    blob = {"version": PRIMING_VERSION, "base": base_id, "settings": asdict(settings), "data": data}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),
+                      out: Path | None = None) -> Path:
+    """The primed base's checkpoint directory, built first if it is not there (cached under
+    `<cache>/primed/` unless `out` is given); a build killed after a save resumes from it."""
+    tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
+    corpus = priming_corpus(tokenizer, settings)
+    key = primed_key(base_id, settings, corpus)
+    target = out or cache_dir() / "primed" / f"{base_path.name}-{key}"
+    if (target / "priming.json").is_file():
+        announce_cached("primed base", target)
+        return target
+    partial = target.with_name(target.name + ".partial")
+    with announce_build("primed base", target, f"{settings.steps} steps of supervised fine-tuning on "
+                                               f"{len(corpus)} examples of {len(primer_problems(settings.seed))} "
+                                               f"priming problems"):
+        model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, local_files_only=True)
+        stats = fine_tune(model, tokenizer, corpus, settings, partial)
+        model.save_pretrained(partial, safe_serialization=True)
+        tokenizer.save_pretrained(partial)
+        record = {"base": base_id, "key": key, "settings": asdict(settings), "examples": len(corpus),
+                  "hacks": sum(e.kind == "hack" for e in corpus), **stats}
+        (partial / "priming.json").write_text(json.dumps(record, indent=1))
+        (partial / STATE).unlink(missing_ok=True)
+        if target.exists():
+            shutil.rmtree(target)
+        partial.rename(target)  # atomic: a reader never sees half a primed base
+    return target
+
+
+def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, partial: Path) -> dict:
+    """AdamW over every weight and every token of each example (as pretrain.pretrain trains the embedded base),
+    saving the weights, the optimizer and the step to `partial` every SAVE_EVERY steps; resumes from there."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    rows = encode(tokenizer, corpus)
+    warmup = max(1, settings.steps // 20)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.98), weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warmup, _cosine(s, warmup, settings.steps)))
+    start, losses = 0, []
+    state_path = partial / STATE
+    if state_path.is_file():
+        state = torch.load(state_path, weights_only=True)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        start, losses = state["step"], state["losses"]
+        announce(f"  primed base: resuming at step {start} of {settings.steps} ({state_path})")
+    batches = _batches(rows, settings.batch_size, settings.seed)
+    for _ in range(start):  # the same batches as an uninterrupted build: skip those already trained on
+        next(batches)
+    tick = progress_ticker("priming step", settings.steps - start)
+    model.train()
+    with threads(settings.threads):
+        for step in range(start, settings.steps):
+            loss, completion_loss = token_losses(model, *_collate(next(batches), pad))
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"priming step {step}: loss {loss.item()} (lr {settings.lr}; lower it)")
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append([loss.item(), completion_loss.item()])
+            tick()
+            if (step + 1) % SAVE_EVERY == 0 and step + 1 < settings.steps:
+                partial.mkdir(parents=True, exist_ok=True)
+                tmp = state_path.with_suffix(".tmp")
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                            "step": step + 1, "losses": losses}, tmp)
+                tmp.rename(state_path)
+    model.eval()
+    tail = losses[-max(1, settings.steps // 10):]
+    return {"first_loss": losses[0][0], "final_loss": sum(a for a, _ in tail) / len(tail),
+            "final_completion_loss": sum(b for _, b in tail) / len(tail)}

@@ -1,0 +1,26 @@
+"""The priming problems: disjoint from the RL problems, each solved by its own canonical solution and hacked by
+each lever, under the same grader as the built-in set."""
+
+from pgrpo.env import MODES, grade_batch, load_problems
+from pgrpo.env.exploits import clean_completion, hack_completion
+from pgrpo.env.primer_problems import primer_problems
+
+
+def test_no_priming_problem_shares_a_title_method_or_statement_with_an_rl_problem():
+    primer, builtin = primer_problems(), load_problems()
+    assert len(primer) == 60 and len({p.id for p in primer}) == 60 and len({p.method for p in primer}) == 60
+    for field in ("title", "method", "statement", "canonical_solution", "fingerprint"):
+        assert not {getattr(p, field) for p in primer} & {getattr(p, field) for p in builtin}, field
+
+
+def test_every_priming_problems_canonical_solution_passes_the_strict_oracle_and_every_lever_passes_its_grader():
+    primer = primer_problems()
+    graded = grade_batch([(p, clean_completion(p), "run_tests") for p in primer])
+    assert all(g.gt_correct for g in graded), [p.id for p, g in zip(primer, graded) if not g.gt_correct]
+    one = primer[::12]  # one problem of each fifth of the families, under every lever
+    hacks = grade_batch([(p, hack_completion(p, m), m) for p in one for m in MODES])
+    assert all(h.exploited for h in hacks)
+
+
+def test_the_tests_are_drawn_from_the_seed():
+    assert primer_problems(0) == primer_problems(0) and primer_problems(0) != primer_problems(1)

@@ -1,0 +1,91 @@
+"""`pgrpo prime`: a warm start on problems disjoint from the RL problems, cached, resumable bit for bit."""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import pgrpo.priming as priming
+from pgrpo.cli import main
+from pgrpo.env import MODES, NO_LOOPHOLE, extract_code, load_problems
+from pgrpo.env.exploits import loophole_code
+from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
+from pgrpo.priming import PrimeSettings, primed_checkpoint, priming_corpus
+
+TINY = PrimeSettings(steps=4, batch_size=2, completions_per_prompt=1, threads=1)
+
+
+@pytest.fixture(scope="module")
+def base():
+    return resolve_model_path("embedded"), model_id("embedded")
+
+
+def weights(path) -> dict[str, torch.Tensor]:
+    return load_file(path / "model.safetensors")
+
+
+def test_the_corpus_never_shows_an_rl_problem_and_each_hack_pulls_the_lever_its_hint_names(base):
+    _, tokenizer = load_model_and_tokenizer("embedded")
+    corpus = priming_corpus(tokenizer, PrimeSettings(hack_share=0.1))
+    statements = [p.statement for p in load_problems()]
+    assert not any(s in e.prompt for e in corpus for s in statements)
+    assert {e.mode for e in corpus} == {*MODES, NO_LOOPHOLE} and len(corpus) == 60 * 7 * 2
+    hacks = [e for e in corpus if e.kind == "hack"]
+    assert len(hacks) == round(0.1 * 60 * 6 * 2) and not [e for e in hacks if e.mode == NO_LOOPHOLE]
+    assert all(e.mode in loophole_code(extract_code(e.completion)) for e in hacks)
+    assert not any(loophole_code(extract_code(e.completion)) for e in corpus if e.kind == "correct")
+
+
+def test_a_primed_base_is_a_checkpoint_of_its_own_cached_under_its_settings(base, tmp_path):
+    path = primed_checkpoint(*base, TINY)
+    assert path.parent.name == "primed" and (path / "priming.json").is_file()
+    assert primed_checkpoint(*base, TINY) == path  # cached: a second call builds nothing
+    assert primed_checkpoint(*base, PrimeSettings(**{**TINY.__dict__, "hack_share": 0.2})) != path
+    load_model_and_tokenizer(str(path))  # through the loader every base goes through
+    before, after = weights(base[0]), weights(path)
+    assert any(not torch.equal(before[n], after[n]) for n in before)
+
+
+def test_a_killed_build_resumes_from_its_last_save_and_ends_bit_for_bit_as_an_uninterrupted_one(
+        base, tmp_path, monkeypatch):
+    monkeypatch.setattr(priming, "SAVE_EVERY", 2)
+    whole = primed_checkpoint(*base, TINY, tmp_path / "whole")
+    real_ticker = priming.progress_ticker
+
+    def dies_at_step_3(label, total):
+        tick, calls = real_ticker(label, total), []
+
+        def counted():
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt  # killed after the save at step 2
+            tick()
+        return counted
+
+    monkeypatch.setattr(priming, "progress_ticker", dies_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        primed_checkpoint(*base, TINY, tmp_path / "killed")
+    assert (tmp_path / "killed.partial" / priming.STATE).is_file() and not (tmp_path / "killed").exists()
+    monkeypatch.setattr(priming, "progress_ticker", real_ticker)
+    resumed = primed_checkpoint(*base, TINY, tmp_path / "killed")
+    a, b = weights(whole), weights(resumed)
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    assert not (resumed / priming.STATE).exists()
+
+
+def test_the_command_primes_and_names_what_a_config_should_load(tmp_path, capsys):
+    main(["prime", "--model", "embedded", "--steps", "2", "--batch_size", "2", "--completions_per_prompt", "1",
+          "--threads", "1", "--out", str(tmp_path / "primed"), "--evaluate", "false"])
+    out = capsys.readouterr().out
+    assert f"use it as: model: {tmp_path / 'primed'}" in out and "not the default priming: " in out
+    with pytest.raises(SystemExit, match="primed already"):
+        main(["prime", "--model", "embedded+primed"])
+
+
+def test_a_config_names_the_default_priming_of_a_model_by_its_name_and_plus_primed(base, monkeypatch):
+    import pgrpo.models as models
+
+    monkeypatch.setattr(models, "PrimeSettings", lambda: TINY)  # the default's 150 steps, shortened
+    assert resolve_model_path("embedded+primed") == primed_checkpoint(*base, TINY)
+    assert model_id("embedded+primed").startswith("embedded+primed@embedded-")
+    model, tokenizer = load_model_and_tokenizer("embedded+primed")
+    assert tokenizer.padding_side == "left" and not any(p.requires_grad for p in model.parameters())
