@@ -5,6 +5,7 @@ the normalisation and the adapter layout, so a changed input never reuses a
 stale V (the reference keyed its cache by file path only).
 """
 
+import math
 import os
 import random
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 import torch
 
 from pgrpo.adapter import SVDAdapterLinear
-from pgrpo.cache import announce_build, announce_cached, duration
+from pgrpo.cache import announce_build, announce_cached, duration, progress_ticker
 from pgrpo.env import MODES, Problem
 from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs,
                              template_pairs)
@@ -103,11 +104,17 @@ def load_or_extract_basis(
         announce_cached(what, path)
         return HackBasis.load(path, device=device)
     n = 2 * len(pairs)
-    work = f"gradients of {n} completions, ~{duration(V_SECONDS_PER_COMPLETION * n)} for the embedded model on 2 cores"
+    # the time is estimated for the model in hand: measured on the embedded one, announced as it goes otherwise
+    work = (f"gradients of {n} completions, ~{duration(V_SECONDS_PER_COMPLETION * n)} for the embedded model on 2 cores"
+            if model_id.startswith("embedded") else f"gradients of {n} completions of {model_id}; the time left is "
+            f"announced as they go")
+    tick = (progress_ticker("V gradients, batch", 2 * math.ceil(len(pairs) / cfg.batch_size))
+            if path is not None and not model_id.startswith("embedded") else None)
     # uncached (the V refresh, which runs every few steps) it extracts without a word
     with announce_build(what, path, work) if path is not None else nullcontext():
-        g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg, temperature)
-        g_clean = completion_grads(model, adapter, tokenizer, prompts, [p.clean for p in pairs], cfg, temperature)
+        g_hack = completion_grads(model, adapter, tokenizer, prompts, [p.hack for p in pairs], cfg, temperature, tick)
+        g_clean = completion_grads(model, adapter, tokenizer, prompts, [p.clean for p in pairs], cfg, temperature,
+                                   tick)
         basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, cfg.noise_floor, meta={
             "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
             "temperature": str(temperature),
@@ -195,13 +202,13 @@ def pair_prompts(tokenizer, pairs: list[ContrastivePair]) -> list[str]:
 
 
 def completion_grads(model, adapter, tokenizer, prompts: list[str], completions: list[str], cfg: ExtractionConfig,
-                     temperature: float = 1.0):
-    """Per-completion ∇δS NLL, batched: {module: (n, r)}."""
+                     temperature: float = 1.0, on_batch=None):
+    """Per-completion ∇δS NLL, batched: {module: (n, r)}; `on_batch()` after each batch."""
     packed = pack_completions(tokenizer, prompts, completions)
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[]):  # extraction must not shift the run's sampling RNG
         return nll_grads(
             model, adapter, packed.input_ids.to(device), packed.attention_mask.to(device),
             packed.completion_mask.to(device), cfg.normalize, cfg.fixed_denominator, cfg.batch_size,
-            temperature=temperature,
+            temperature=temperature, on_batch=on_batch,
         )

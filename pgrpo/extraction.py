@@ -2,7 +2,7 @@
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -29,6 +29,7 @@ def nll_grads(
     batch_size: int = 8,
     chunk_size: int = 128,
     temperature: float = 1.0,
+    on_batch: Callable[[], None] | None = None,
 ) -> dict[str, Tensor]:
     """Per-completion gradient of its completion-token NLL wrt each module's delta_s: {name: (n, r) fp32}.
 
@@ -40,7 +41,8 @@ def nll_grads(
     Logits are divided by `temperature`, as the loss divides them by the sampling temperature.
     One forward + one backward per batch of `batch_size` completions, with
     delta_s_hack zeroed. Existing .grad fields are left untouched; the model's
-    train/eval mode is used as is (extract in eval mode to avoid dropout).
+    train/eval mode is used as is (extract in eval mode to avoid dropout). `on_batch` is called after each
+    batch (a progress announcement).
     """
     n, completion_len = completion_mask.shape
     if input_ids.shape != attention_mask.shape or input_ids.shape[0] != n:
@@ -76,6 +78,8 @@ def nll_grads(
                 torch.autograd.grad(nll.sum(), knobs, allow_unused=True)
             for name, per_row in capture.per_row.items():
                 batches[name].append(per_row)
+            if on_batch is not None:
+                on_batch()
     return {name: torch.cat(parts) for name, parts in batches.items()}
 
 

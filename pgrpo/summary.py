@@ -59,11 +59,11 @@ class RunSummary(L.Callback):
         intervention = pl_module.intervention
         print(summary(read_scalars(board.log_dir), Path(board.log_dir), intervention.arm(), trainer.global_step,
                       time.perf_counter() - self._start, self.window, intervention.measures_only,
-                      intervention.reads_oracle), flush=True)
+                      intervention.reads_oracle, pl_module.model_name.startswith("embedded")), flush=True)
 
 
 def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: float, window: int = WINDOW,
-            measures_only: bool = False, reads_oracle: bool = False) -> str:
+            measures_only: bool = False, reads_oracle: bool = False, embedded: bool = True) -> str:
     def mean(tag: str, at_end: bool) -> str:
         values = [v for _, v in scalars.get(tag, [])]
         values = values[-window:] if at_end else values[:window]
@@ -88,13 +88,16 @@ def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: floa
            for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars and f"hack/{rows}" in scalars]
     if cin:
         lines.append(f"  hack-ward share of the gradient, last {window}: " + ", ".join(cin))
-    compare = "configs/erase.yaml" if measures_only else "configs/vanilla.yaml"
+    # the arm to compare with is this run's own config (its model, its settings) with the other intervention
+    other = "erase" if measures_only else "vanilla"
     lines += [
         "  hack = passed the flawed grader but failed the strict oracle; solve = the oracle accepts it",
         f"  events: {run_dir}   checkpoints: {run_dir / 'checkpoints'}",
         "next:",
         f"  tensorboard --logdir {run_dir.parent.parent}",
-        f"  pgrpo fit --config {compare}      # the arm to compare with",
-        "  pgrpo sweep --name lab --arms '[vanilla, erase]' --seeds '[0, 1, 2]' && pgrpo report logs/lab",
+        f"  pgrpo fit --config {run_dir / 'config.yaml'} --model.intervention pgrpo.interventions.{other.title()} "
+        f"--trainer.logger.init_args.name {run_dir.parent.name}_{other}      # the arm to compare with, on this model",
     ]
+    if embedded:  # the shipped arm configs are the embedded model's
+        lines.append("  pgrpo sweep --name lab --arms '[vanilla, erase]' --seeds '[0, 1, 2]' && pgrpo report logs/lab")
     return "\n".join(lines)

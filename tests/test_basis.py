@@ -237,3 +237,16 @@ def test_pairs_from_a_pool_directory_are_mined_and_the_run_pool_keyword_needs_a_
     assert sorted(p.problem_id for p in pairs) == sorted(p.id for p in problems)  # one mined pair per problem
     with pytest.raises(ValueError, match="pgrpo fit resolves it"):
         contrastive_pairs(problems, ExtractionConfig(pairs="pool"))
+
+
+def test_a_v_build_speaks_of_the_model_in_hand(tmp_path, capfd):
+    model, tokenizer = load_model_and_tokenizer("embedded")
+    adapter = attach_adapter(model, ("q_proj",))
+    problems, cfg = load_problems(None)[:6], ExtractionConfig(n_heldout=2, batch_size=4)
+    capfd.readouterr()  # not the base's own build
+    load_or_extract_basis(model, adapter, tokenizer, problems, cfg, model_id="some-real-model@abc", cache=tmp_path)
+    said = capfd.readouterr().err
+    assert "gradients of 12 completions of some-real-model@abc" in said and "embedded" not in said
+    assert "V gradients, batch 4/4" in said  # the time it takes, announced as it goes
+    load_or_extract_basis(model, adapter, tokenizer, problems, cfg, model_id=model_id("embedded"), cache=tmp_path)
+    assert "for the embedded model on 2 cores" in capfd.readouterr().err

@@ -38,3 +38,13 @@ def test_a_fit_records_its_bases_files_digest_beside_its_curves(tmp_path):
     base = json.loads((tmp_path / "vanilla" / "version_0" / "base.json").read_text())
     assert base == {"model": "embedded", "model_id": model_id("embedded"),
                     "digest": cached_build_digest(model_id("embedded"))}
+
+
+def test_the_arm_to_compare_with_is_this_runs_own_config_with_the_other_intervention():
+    run = Path("logs/smollm2_erase/version_0")
+    text = summary({"hack/student": [(0, 0.0)]}, run, "erase", 1, 1.0, embedded=False)
+    assert (f"pgrpo fit --config {run / 'config.yaml'} --model.intervention pgrpo.interventions.Vanilla "
+            f"--trainer.logger.init_args.name smollm2_erase_vanilla") in text
+    assert "configs/vanilla.yaml" not in text and "pgrpo sweep" not in text  # the shipped arms are the embedded model's
+    text = summary({"hack/student": [(0, 0.0)]}, Path("logs/vanilla/version_0"), "vanilla", 1, 1.0, measures_only=True)
+    assert "--model.intervention pgrpo.interventions.Erase" in text and "pgrpo sweep" in text
