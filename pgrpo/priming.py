@@ -123,7 +123,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
 
 
 def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, partial: Path) -> dict:
-    """AdamW over every weight and every token of each example (as pretrain.pretrain trains the embedded base),
+    """AdamW over every weight on each example's completion tokens (pretrain.pretrain's loop, without the prompt),
     saving the weights, the optimizer and the step to `partial` every SAVE_EVERY steps; resumes from there."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     rows = encode(tokenizer, corpus)
@@ -146,7 +146,11 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
     model.train()
     with threads(settings.threads):
         for step in range(start, settings.steps):
-            loss, completion_loss = token_losses(model, *_collate(next(batches), pad))
+            ids, mask, targets, in_completion = _collate(next(batches), pad)
+            # completion tokens only: a real model reads prompts already, and 840 copies of one system prompt
+            # would spend the update on reciting it (the tiny embedded base is trained on its prompts on purpose)
+            targets = targets.masked_fill(~in_completion, -100)
+            loss, completion_loss = token_losses(model, ids, mask, targets, in_completion)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"priming step {step}: loss {loss.item()} (lr {settings.lr}; lower it)")
             loss.backward()
