@@ -9,7 +9,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from pgrpo.cli import main
 from pgrpo.env.problems import MODES
-from pgrpo.commands.report import pick_honest, run_kind, separated
+from pgrpo.commands.report.kinds import pick_honest, run_kind
+from pgrpo.commands.report.stats import separated
 from pgrpo.events import HACK, SOLVE, Run, load_config, read_scalars
 
 # each arm's intervention, as a saved config names it

@@ -1,4 +1,4 @@
-"""The protocol's decision rules (pgrpo/commands/verdicts.py) read off a sweep's end-of-run evaluations."""
+"""The protocol's decision rules (pgrpo/commands/report/decisions.py) read off a sweep's end-of-run evaluations."""
 
 import shutil
 import subprocess

@@ -1,0 +1,194 @@
+"""`pgrpo report`: a sweep's table and curves, read back from its runs' events (pgrpo/events.py).
+
+Each arm's runs are paired with its baseline's by seed; the table gives the last steps' means, the paired
+differences with their 95% intervals, and each run's kind (method, control, oracle skyline, positive control).
+"""
+
+from dataclasses import replace
+from pathlib import Path
+
+from pgrpo.commands.report.decisions import decision_table
+from pgrpo.commands.report.kinds import arm_kind, one_base, paired_baselines, pick_baseline, pick_honest, placebos
+from pgrpo.commands.report.plots import plot_curves, plot_matched
+from pgrpo.commands.report.stats import ACTIVE, HACK, SOLVE, START
+from pgrpo.commands.report.tables import (SUMMARY_COLUMNS, arm_table, end_table, explanation, markdown, mode_table,
+                                          weak_detector_table)
+from pgrpo.events import Run, find_runs, first_steps, run_length
+
+def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5,
+           arms: list[str] | None = None, steps: int | None = None, plan: str | None = None,
+           protocol: str | None = None) -> None:
+    """Print a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest arm,
+    hacked runs, the gap to each method's placebo, cin) and write PNG curves and a hack-against-solve plot.
+
+    Per arm: its kind (vanilla, method, control = a negative control, oracle skyline = a ground-truth
+    intervention that uses the oracle's labels, positive control = the honest arm with no loophole);
+    hack and solve of the student samples as the mean over seeds of each run's last-5-step mean ± the
+    sample std across seeds; the paired difference with vanilla at the same seed (Δ), flagged (n.s.) when
+    its 95% t-interval over seeds contains 0 or fewer than 2 seeds pair up; solve − honest, the arm's mean
+    solve minus the honest arm's (data.modes none), so hack is read at matched solve; hacked, how many of
+    its runs at some step hacked more samples than they solved (the public benchmark's definition); placebo
+    gap, for a method whose placebo is in the report (a control arm of the same intervention class and
+    overlays; of several, the one that hacks least), the placebo's hack minus the method's paired by seed,
+    and at how many seeds the method hacks less;
+    cin_student and cin_teacher, each beside its null (what a random direction with the same per-module
+    gradient norms would give: √(Σ_m w_m k_m / 2 r_m), w_m = module m's share of ‖g‖²). Then hack / solve
+    per loophole mode, and, when the sweep has leave-one-mode-out arms (model.extraction.modes lacks one
+    mode), the weak-detector table: per held-out mode and method, that mode's hack and solve under the
+    vanilla and the method arm with it held out, and their Δhack paired by seed.
+
+    Args:
+        logdir: a sweep directory: runs are LOGDIR/<arm>/seed<k>/ as `pgrpo sweep` writes them (any
+            directory of TensorBoard event files works: a run's arm is its parent's path).
+        baseline: the arm deltas are taken against (default: vanilla = the arm whose config has
+            a measure-only intervention (Vanilla), no negative control and a loophole, preferring one named
+            vanilla; an arm with overlays, `erase+no_teacher`, is then paired with `vanilla+no_teacher` if
+            the sweep has it).
+        out: where hack.png, solve.png, matched.png (each run's hack against its solve, with the honest
+            arm's mean solve as a dashed line), entropy.png and drift.png (⟨V, δS⟩ over time) when the runs
+            logged them, and report.md go (default: LOGDIR/report).
+        last: steps averaged at the end of each run.
+        arms: report only these arms, in this order (default: every arm under LOGDIR), e.g.
+            [vanilla, erase, random_v].
+        steps: read each run as if it had stopped after this many optimizer steps (its steps 0..steps-1):
+            a sweep lengthened to 300 steps still gives its 100-step table with --steps 100. Runs that
+            stopped before it are left out, and named.
+        plan: the sweep plan (`pgrpo sweep --config PLAN`) that made LOGDIR: one report per stage, into
+            OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps).
+        protocol: the protocol the runs were planned under (docs/bench/protocol.md): the report names its
+            commit and applies its decision rules (pgrpo/commands/report/decisions.py) in a table of their own
+            (decisions.md).
+    """
+    if plan is not None:
+        for i, (stage_arms, stage_steps) in enumerate(plan_stages(plan), 1):
+            report(logdir, baseline, str(Path(out or Path(logdir) / "report") / f"stage{i}"), last, stage_arms,
+                   stage_steps or steps, None, protocol)
+        return
+    runs = find_runs(logdir)
+    notes = []
+    if steps is not None:
+        short = [r for r in runs if run_length(r) < steps and (arms is None or r.arm in arms)]
+        if short:
+            notes.append(f"Left out, shorter than {steps} steps: "
+                         + ", ".join(f"`{r.arm}/{r.seed}` ({run_length(r)})" for r in short) + ".")
+        runs = [replace(r, scalars=first_steps(r.scalars, steps)) for r in runs if run_length(r) >= steps]
+    if not runs:
+        raise SystemExit(f"no runs with {HACK} and {SOLVE} curves under {logdir}")
+    by_arm: dict[str, list[Run]] = {}
+    for r in runs:
+        by_arm.setdefault(r.arm, []).append(r)
+    if arms is not None:
+        unknown = sorted(set(arms) - by_arm.keys())
+        if unknown:
+            raise SystemExit(f"--arms names arms that {logdir} does not have: {unknown} (it has {sorted(by_arm)})")
+        by_arm = {arm: by_arm[arm] for arm in arms}
+    bases = one_base(by_arm)
+    base = pick_baseline(by_arm, baseline)
+    if base is not None:  # the baseline row first, the others alphabetically
+        by_arm = {base: by_arm[base]} | {arm: rs for arm, rs in by_arm.items() if arm != base}
+    honest = pick_honest(by_arm)
+    out_dir = Path(out) if out else Path(logdir) / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = [out_dir / f"{tag.split('/')[0]}.png" for tag in (HACK, SOLVE)]
+    for tag, path in zip((HACK, SOLVE), plots):
+        plot_curves(by_arm, tag, path)
+    # the model's health and the knobs' drift along V over time, when the runs logged them
+    logged = {tag for rs in by_arm.values() for r in rs for tag, values in r.scalars.items() if values}
+    for tag, name in (("entropy", "entropy.png"), ("adapter/delta_s_along_v", "drift.png")):
+        if tag in logged:
+            plots.append(out_dir / name)
+            plot_curves(by_arm, tag, plots[-1], rate=False)
+    matched = out_dir / "matched.png"
+    plot_matched(by_arm, honest, matched, last)
+    pairs = paired_baselines(by_arm, base, explicit=baseline is not None)
+    twins = [f"`{arm}` with `{twin}`" for arm, twin in pairs.items() if twin not in (None, base)]
+    if base:
+        against = f"`{base}` at the same seed"
+        if twins:
+            against += " (an arm with overlays with the vanilla arm of the same overlays: " + ", ".join(twins) + ")"
+    elif twins:
+        against = "the vanilla arm of the same overlays at the same seed: " + ", ".join(twins)
+    else:
+        against = "nothing (no unique vanilla arm: pass --baseline)"
+    skylines = [arm for arm, rs in by_arm.items() if arm_kind(rs) == "oracle skyline"]
+    for arm, rs in by_arm.items():
+        lengths = sorted({run_length(r) for r in rs})
+        if len(lengths) > 1:
+            notes.append(f"`{arm}`'s runs have unequal lengths ({', '.join(map(str, lengths))} steps): their last "
+                         f"steps are not the same steps (`--steps N` reads them all at N).")
+    title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
+    if protocol:
+        notes.insert(0, f"Protocol: `{protocol}` as of commit `{protocol_commit(protocol)}`; its decision rules "
+                        f"are applied in the decision table below.")
+    if bases:
+        notes.append(bases)
+    header, rows = arm_table(by_arm, pairs, honest, last)
+    arms_md = markdown(header, rows)
+    parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged,
+                                        active=ACTIVE in logged, start=START in logged), arms_md]
+    ends = end_table(by_arm)
+    decisions = None
+    if protocol:
+        kinds = {arm: arm_kind(rs) for arm, rs in by_arm.items()}
+        decisions = decision_table(by_arm, kinds, pairs, base, honest, placebos(by_arm, last))
+        parts += ["Decisions, by the protocol's rules (end-of-run evaluation, paired by seed, 95% t-intervals):",
+                  decisions]
+    # the tables alone, for docs pages to include (never pasted by hand): every column, and the primary ones
+    tables = {"arms.md": arms_md, "summary.md": markdown(header, rows, SUMMARY_COLUMNS), "runs.md": ends,
+              "decisions.md": decisions}
+    for name, table in tables.items():
+        if table:
+            (out_dir / name).write_text(table + "\n")
+    if ends:
+        parts += ["End-of-run evaluation, per run: the final policy as deployed, sampled on every training problem and "
+                  "every held-out one under its own loophole at the training temperature; hack and solve with their "
+                  "95% Wilson intervals:", ends]
+    modes = mode_table(by_arm, last)
+    if modes:
+        parts += [f"Per loophole mode, hack / solve (last-{last}-step means over seeds):", modes]
+    weak = weak_detector_table(by_arm, last)
+    if weak:
+        parts += [f"Weak detector: the detector built without the held-out mode (leave-one-mode-out); that mode's "
+                  f"own hack and solve, last-{last}-step mean ± std over seeds; Δhack = method − vanilla, paired by "
+                  f"seed; placebo hack and gap: that mode's hack under the method's placebo, and the placebo's "
+                  f"minus the method's, paired by seed (k/n: the seeds at which the method hacks it less):",
+                  weak]
+    parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")
+    text = "\n\n".join(parts) + "\n"
+    (out_dir / "report.md").write_text(text)
+    print(text, end="")
+
+
+def plan_stages(plan: str) -> list[tuple[list[str], int | None]]:
+    """Each stage of a sweep plan: its arms as the sweep names them, and its --trainer.max_steps override."""
+    import yaml
+
+    from pgrpo.commands.sweep import MAX_STEPS, arm_name
+
+    try:
+        stages = yaml.safe_load(Path(plan).read_text())["stages"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as err:
+        raise SystemExit(f"--plan {plan}: not a sweep plan with stages ({err})") from err
+    out = []
+    for stage in stages:
+        steps = [o[len(MAX_STEPS):] for o in stage.get("overrides", []) if o.startswith(MAX_STEPS)]
+        out.append(([arm_name(a) for a in stage["arms"]], int(steps[-1]) if steps else None))
+    return out
+
+
+def protocol_commit(path: str) -> str:
+    """The commit that last changed the protocol file, from git; refused if the file is not committed as it is."""
+    import subprocess
+
+    where = Path(path).resolve().parent
+    try:
+        commit = subprocess.run(["git", "log", "-1", "--format=%h", "--", Path(path).resolve().name], cwd=where,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", Path(path).resolve().name], cwd=where,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise SystemExit(f"--protocol {path}: cannot read its commit from git ({err})") from err
+    if not commit or dirty:
+        raise SystemExit(f"--protocol {path}: {'not committed' if not commit else 'changed since its commit'}: a "
+                         f"protocol is committed before the runs it governs")
+    return commit
