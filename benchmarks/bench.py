@@ -37,7 +37,9 @@ from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.chat import render_chat
 from pgrpo.models import load_model_and_tokenizer, load_tokenizer, resolve_model_path
 from pgrpo.module import GenerationConfig, ProjectedGRPO
-from pgrpo.interventions import Erase, Route, Vanilla
+from pgrpo.interventions.erase import Erase
+from pgrpo.interventions.route import Route
+from pgrpo.interventions.vanilla import Vanilla
 from pgrpo.projection import measure_grads
 from pgrpo.rollout import Packed, SamplingConfig, pack, sample
 

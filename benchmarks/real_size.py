@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 from benchmarks.bench import _randomize, bare_forward_backward, generation_figures, time_alternating
 from pgrpo.adapter import attach_adapter, capture_row_grads
 from pgrpo.extraction import HackBasis
-from pgrpo.interventions import Erase
+from pgrpo.interventions.erase import Erase
 from pgrpo.loss import LossConfig, grpo_loss, token_logprobs
 from pgrpo.models import DTYPES, load_tokenizer
 from pgrpo.projection import grad_hack_fraction, measure_grads

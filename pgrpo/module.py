@@ -38,7 +38,8 @@ from pgrpo.loss import (LossConfig, group_advantages, grpo_loss, teacher_advanta
                         token_logprobs)
 from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenizer, model_id, resolve_model_path
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
-from pgrpo.interventions import Intervention, Vanilla
+from pgrpo.interventions.base import Intervention
+from pgrpo.interventions.vanilla import Vanilla
 from pgrpo.projection import (
     along_v, grad_hack_fraction, knob_snapshot, measure_grads, removed_share, rollout_hack_fraction,
     update_hack_fraction,

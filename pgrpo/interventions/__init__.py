@@ -1,25 +1,16 @@
 """Every way of fighting hacking, one file each, behind one interface (base.py): chosen in a config by
-`model.intervention: {class_path: pgrpo.interventions.Erase, init_args: {...}}` (docs/configs.md)."""
+`model.intervention: {class_path: pgrpo.interventions.Erase, init_args: {...}}` (docs/configs.md).
+
+Each is found by its module (catalog.py): a new intervention is a file here, exported by name without a list.
+"""
 
 import importlib
 
-from pgrpo.interventions.adv_gate import AdvGate
-from pgrpo.interventions.adv_shortcut import AdvShortcut
-from pgrpo.interventions.adv_shortcut_v import AdvShortcutV
 from pgrpo.interventions.base import Intervention, RewardEdit
-from pgrpo.interventions.clean_subspace import CleanSubspace
-from pgrpo.interventions.erase import Erase
-from pgrpo.interventions.gt_penalty import GtPenalty
-from pgrpo.interventions.gt_screen import GtScreen
-from pgrpo.interventions.probe_penalty import ProbePenalty
-from pgrpo.interventions.reads_activations import ReadsActivations
-from pgrpo.interventions.reads_v import ReadsV
-from pgrpo.interventions.route import Route
-from pgrpo.interventions.vanilla import Vanilla
+from pgrpo.interventions.catalog import classes
 
-__all__ = ["AdvGate", "AdvShortcut", "AdvShortcutV", "CleanSubspace", "Erase", "GtPenalty", "GtScreen", "Intervention",
-           "ProbePenalty", "ReadsActivations", "ReadsV", "RewardEdit", "Route", "Vanilla", "from_config",
-           "intervention_class"]
+globals().update(classes())
+__all__ = sorted([*classes(), "RewardEdit", "from_config", "intervention_class"])
 
 
 def intervention_class(class_path: str) -> type[Intervention]:
@@ -33,5 +24,5 @@ def intervention_class(class_path: str) -> type[Intervention]:
 def from_config(config: dict | None) -> Intervention:
     """The intervention a saved config or checkpoint names ({class_path, init_args}; None: vanilla)."""
     if not config:
-        return Vanilla()
+        return classes()["Vanilla"]()
     return intervention_class(config["class_path"])(**(config.get("init_args") or {}))

@@ -24,7 +24,9 @@ class AdvGate(ReadsV):
             center: the rollout hack fraction at which its advantage is halved (on the embedded default,
                 exploited rollouts' own gradients measure about 0.44 and clean ones 0.28; not tuned).
             temperature: how sharply the discount turns on around the center.
-            v: the V it reads: real, or a negative control (random | shuffled | nonhack), matched in k.
+            v: the V it reads: real, or a negative control (random | shuffled | nonhack), matched in k; a
+                placebo's gate center is calibrated at train start to discount the base policy's rollouts as
+                much as the real V's gate does.
             v_seed: seed of the random control (None: the run's seed_everything).
         """
         super().__init__(v, v_seed)

@@ -25,7 +25,8 @@ class AdvShortcut(ReadsActivations):
             layer: hidden states the direction lives in (0: the embeddings); None: the decoder layer best on the
                 held-out pairs.
             detector: real (the hack − clean mean difference) or random (the placebo: a random direction at the
-                same layer).
+                same layer; the penalty z-scores the scores over the batch, so its strength matches the real
+                direction's by construction).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
         """
         super().__init__(layer, detector, detector_seed)

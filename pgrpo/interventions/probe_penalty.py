@@ -31,7 +31,8 @@ class ProbePenalty(ReadsActivations):
             l2: the probe's L2 penalty on standardised features.
             layer: hidden states the probe reads (0: the embeddings); None: the decoder layer best on the
                 held-out pairs.
-            detector: real, or random (the placebo: a random probe at the same layer flagging as many pairs).
+            detector: real, or random (the placebo: a random probe at the same layer, its cut calibrated to
+                flag as many of the base policy's own rollouts at train start).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
         """
         super().__init__(layer, detector, detector_seed)

@@ -22,7 +22,8 @@ class Route(Erase):
             preserve_magnitude: rescale the kept update to the whole update's norm.
             target: update (each step's change) or position (the knobs relative to the base); grad is refused.
             purge_adam_moments: remove the gated span(V) part of Adam's first moment before each step.
-            v: the V it reads: real, or a negative control (random | shuffled | nonhack), matched in k.
+            v: the V it reads: real, or a negative control: random (as many random axes as remove the real V's
+                share of the base policy's first update), shuffled | nonhack (matched in k).
             v_seed: seed of the random control (None: the run's seed_everything).
         """
         if target == "grad":
