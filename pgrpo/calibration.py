@@ -11,6 +11,7 @@ to the same bits, and the method and its placebo are measured on the same sample
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -22,17 +23,19 @@ from pgrpo.data import PromptGroup
 from pgrpo.env.prompts import build_messages
 from pgrpo.rollout import Packed, pack, seeded
 
+if TYPE_CHECKING:  # the interventions import this module
+    from pgrpo.interventions.base import RunView
+
 ROLLOUTS, SEED = 128, 1234  # a rate to within about 1/128
 
 
-def base_groups(module) -> list[PromptGroup]:
+def base_groups(module: "RunView") -> list[PromptGroup]:
     """The first training problems, each with the run's own student samples per group, about ROLLOUTS in all."""
-    dm = module.trainer.datamodule
-    problems = dm.train_problems[:math.ceil(ROLLOUTS / dm.n_student)]
-    return [PromptGroup(p, render_chat(module.tokenizer, build_messages(p)), [], dm.n_student) for p in problems]
+    problems = module.train_problems[:math.ceil(ROLLOUTS / module.n_student)]
+    return [PromptGroup(p, render_chat(module.tokenizer, build_messages(p)), [], module.n_student) for p in problems]
 
 
-def base_completions(module) -> Packed:
+def base_completions(module: "RunView") -> Packed:
     """The base policy's rollouts, packed and never graded (what a detector's flag rate is matched on)."""
     with seeded(SEED, module.device), knobs_zeroed(module.adapter):
         samples = module.generate(base_groups(module))
@@ -41,7 +44,7 @@ def base_completions(module) -> Packed:
     return pack(samples.prompt_ids, samples.completions, module.tokenizer.pad_token_id).to(module.device)
 
 
-def base_rollout_grads(module) -> dict[str, Tensor]:
+def base_rollout_grads(module: "RunView") -> dict[str, Tensor]:
     """Each live base rollout's own knob gradient (B_live, r) per module, as the step computes it: sampled,
     rewarded by the training grader, group-normalised, one backward under the base (knobs zeroed). The knobs'
     .grad are left empty."""
@@ -56,7 +59,7 @@ def base_rollout_grads(module) -> dict[str, Tensor]:
     return {name: rows[live.to(rows.device)] for name, rows in grads.rows.items()}
 
 
-def base_gradient(module) -> dict[str, Tensor]:
+def base_gradient(module: "RunView") -> dict[str, Tensor]:
     """The step's knob gradient (r,) per module on the base policy's rollouts: their own gradients summed (what a
     gradient-level arm edits; its scale does not matter to a removed share)."""
     return {name: rows.sum(0) for name, rows in base_rollout_grads(module).items()}

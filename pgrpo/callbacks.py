@@ -14,13 +14,12 @@ from lightning.pytorch.utilities import rank_zero_warn
 from typing_extensions import override
 
 from pgrpo.chat import render_chat
-from pgrpo.controls import control_basis
 from pgrpo.data import PromptGroup
 from pgrpo.env import Problem
 from pgrpo.env.prompts import build_messages
 from pgrpo.env.variants import VARIANTS
 from pgrpo.evaluate import SampleAndGrade, evaluate, metrics as eval_metrics, variant_problems, with_loopholes
-from pgrpo.extraction import HackBasis, basis_overlap
+from pgrpo.extraction import basis_overlap
 from pgrpo.rollout import seeded
 from pgrpo.summary import WINDOW
 
@@ -130,8 +129,8 @@ class BasisRefresh(L.Callback):
     """Every N steps, re-extract V against the current policy (δS_hack zeroed) and log how far it moved.
 
     proj/basis_overlap: mean principal-angle cosine between the old and new V over all rows (1 = same span,
-    ~sqrt(k/r) = unrelated); basis_overlap/<module> per module. A control V is re-extracted from its own
-    control pairs and matched to the old k again; a random control tracks nothing and is kept.
+    ~sqrt(k/r) = unrelated); basis_overlap/<module> per module. Which V comes back is the intervention's
+    (`refresh`): a real V re-extracted, a control V as its placebo says.
     """
 
     def __init__(self, every_n_steps: int = 2, warn_below: float = 0.2):
@@ -151,7 +150,7 @@ class BasisRefresh(L.Callback):
             return
         start = time.perf_counter()
         old = pl_module.basis
-        new = refreshed_basis(pl_module, trainer.datamodule.extraction_problems, old).to(pl_module.device)
+        new = pl_module.intervention.refresh(pl_module, old).to(pl_module.device)
         overall, per_module = basis_overlap(old, new)
         pl_module.basis = new
         log_scalars(trainer, {"proj/basis_overlap": overall, "time/refresh": time.perf_counter() - start,
@@ -160,17 +159,6 @@ class BasisRefresh(L.Callback):
             lowest = ", ".join(f"{n} {v:.2f}" for n, v in sorted(per_module.items(), key=lambda kv: kv[1])[:3])
             rank_zero_warn(f"V refresh at step {trainer.global_step}: overlap with the previous V is {overall:.3f} "
                            f"< {self.warn_below}; the refreshed V may have rotated off the hack (lowest: {lowest})")
-
-
-def refreshed_basis(pl_module, problems: list[Problem], old: HackBasis) -> HackBasis:
-    """`old` re-extracted against the current knobs from the same kind of pairs (never from the cache)."""
-    control = old.meta.get("control", "none")
-    if control == "none":
-        return pl_module.extract_basis(problems, cached=False)
-    if control == "random":
-        return old
-    return control_basis(control, old, pl_module.extraction,
-                         lambda control, cfg: pl_module.extract_basis(problems, control, cfg, cached=False))
 
 
 class DeploymentEval(L.Callback):

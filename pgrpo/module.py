@@ -201,6 +201,31 @@ class ProjectedGRPO(L.LightningModule):
             lambda cache: cached_basis_path(self.adapter, self.tokenizer, problems, cache=cache, **args),
         ).to(self.device)
 
+    # what an intervention's hooks read of the run besides its attributes (interventions/base.py: RunView)
+    @property
+    def share_prompts(self) -> bool:
+        return self.hparams.share_prompts
+
+    @property
+    def micro_batch_size(self) -> int | None:
+        return self.hparams.micro_batch_size
+
+    @property
+    def extraction_problems(self) -> list[Problem]:
+        return self.trainer.datamodule.extraction_problems
+
+    @property
+    def train_problems(self) -> list[Problem]:
+        return self.trainer.datamodule.train_problems
+
+    @property
+    def n_student(self) -> int:
+        return self.trainer.datamodule.n_student
+
+    def log_at_start(self, metrics: dict[str, float]) -> None:
+        for logger in self.trainer.loggers:
+            logger.log_metrics(metrics, step=self.trainer.global_step)
+
     def extraction_pairs(self) -> list[ContrastivePair]:
         """The contrastive pairs V is extracted from (the last extraction.n_heldout of them held out)."""
         return contrastive_pairs(self.trainer.datamodule.extraction_problems, self.resolved_extraction(),

@@ -32,9 +32,8 @@ def test_the_adv_gate_placebo_moves_its_center_until_it_discounts_the_base_rollo
     rand = HackBasis({"m": torch.linalg.qr(torch.randn(16, 1, generator=g))[0].T}, {"m": torch.ones(1)})
     monkeypatch.setattr(adv_gate, "base_rollout_grads", lambda module: rows)
     logged = {}
-    monkeypatch.setattr(adv_gate, "log_at_start", lambda module, metrics: logged.update(metrics))
-    module = SimpleNamespace(basis=rand, extract_basis=lambda problems: real,
-                             trainer=SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[])))
+    module = SimpleNamespace(basis=rand, extract_basis=lambda problems: real, extraction_problems=[],
+                             log_at_start=logged.update)
     placebo, method = AdvGate(v="random"), AdvGate()
     placebo.prepare(module)
     target = float(1 - advantage_gate(rollout_hack_fraction(rows, real), 0.4, 0.05).mean())
@@ -78,8 +77,7 @@ def test_the_erase_placebo_takes_as_many_random_axes_as_remove_the_real_vs_share
     real = HackBasis({n: torch.eye(32)[:2] for n in first}, {n: torch.ones(2) for n in first})
     monkeypatch.setattr(erase, "base_gradient", lambda module: first)
     logged = {}
-    monkeypatch.setattr(erase, "log_at_start", lambda module, metrics: logged.update(metrics))
-    module = SimpleNamespace(optim=OptimConfig(), basis=real)
+    module = SimpleNamespace(optim=OptimConfig(), basis=real, log_at_start=logged.update)
     method, placebo = Erase(target=target), Erase(target=target, v="random", v_seed=0)
     method.prepare(module)
     start = logged["intervention/start_rate"]

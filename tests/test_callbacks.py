@@ -6,11 +6,13 @@ import pytest
 import torch
 
 from pgrpo.basis import ExtractionConfig
-from pgrpo.callbacks import BasisRefresh, DeploymentEval, HackMetricsLogger, deployment_eval, refreshed_basis
+from pgrpo.callbacks import BasisRefresh, DeploymentEval, HackMetricsLogger, deployment_eval
 from pgrpo.data import GRPODataModule
 from pgrpo.env.variants import VARIANTS
 from pgrpo.evaluate import COUNTS
 from pgrpo.extraction import HackBasis, basis_overlap
+from pgrpo.interventions.erase import Erase
+from pgrpo.interventions.vanilla import Vanilla
 from pgrpo.module import GenerationConfig, ProjectedGRPO
 from test_evaluate import EXPECTED, N, scripted
 
@@ -56,7 +58,8 @@ def test_pool_coverage_is_logged_once_at_fit_start_when_there_is_a_pool(coverage
 
 def refresh_at(step: int, old: HackBasis, new: HackBasis, callback: BasisRefresh):
     logger = Recorder()
-    module = SimpleNamespace(basis=old, device=torch.device("cpu"), extract_basis=lambda problems, cached: new)
+    module = SimpleNamespace(basis=old, device=torch.device("cpu"), extract_basis=lambda problems, cached: new,
+                             extraction_problems=[], intervention=Vanilla())
     trainer = SimpleNamespace(global_step=step, loggers=[logger], datamodule=SimpleNamespace(extraction_problems=[]))
     callback.on_train_batch_end(trainer, module, None, None, 0)
     return module.basis, logger.logged
@@ -79,7 +82,7 @@ def test_refresh_warns_when_the_new_v_rotated_away():
 
 def test_a_random_control_is_kept_by_the_refresh():
     random_v = basis({"a": rows(0)}, control="random")
-    assert refreshed_basis(SimpleNamespace(), [], random_v) is random_v
+    assert Erase(v="random").refresh(SimpleNamespace(), random_v) is random_v  # reads nothing of the run
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +107,9 @@ def test_refresh_gives_overlap_one_when_only_the_quarantine_changed(grpo, data):
         for m in grpo.adapter.values():
             m.delta_s_hack.normal_()
     try:
-        new = refreshed_basis(grpo, problems, old)  # re-extracted, δS_hack zeroed during it
+        # the hook reads the run through its view alone: the problems V comes from and the extraction
+        view = SimpleNamespace(extraction_problems=problems, extract_basis=grpo.extract_basis)
+        new = Vanilla().refresh(view, old)  # re-extracted, δS_hack zeroed during it
     finally:
         with torch.no_grad():
             for m in grpo.adapter.values():

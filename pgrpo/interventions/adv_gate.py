@@ -9,7 +9,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
 from pgrpo.calibration import base_rollout_grads, matching_center
-from pgrpo.interventions.base import log_at_start
+from pgrpo.interventions.base import RunView
 from pgrpo.interventions.reads_v import ReadsV, Source
 from pgrpo.projection import advantage_gate, rollout_hack_fraction
 from pgrpo.step_grads import StepGrads
@@ -36,17 +36,17 @@ class AdvGate(ReadsV):
         self.temperature = temperature
         self.gate_center = center  # a placebo's is calibrated at train start (`prepare`)
 
-    def check(self, module) -> None:
+    def check(self, module: RunView) -> None:
         # the step scales each rollout's gradient after the one backward, which equals scaling its advantage only
         # if that gradient is the rollout's alone and proportional to its advantage
-        if module.hparams.share_prompts:
+        if module.share_prompts:
             raise ValueError("AdvGate needs each rollout's whole gradient, which a shared prompt's forward mixes "
                              "with its group's: set model.share_prompts: false")
         if module.loss_cfg.beta > 0:
             raise ValueError(f"AdvGate scales each rollout's gradient as its advantage, but the KL term's is not "
                              f"proportional to it: set model.loss.beta: 0 (got {module.loss_cfg.beta})")
 
-    def prepare(self, module) -> None:
+    def prepare(self, module: RunView) -> None:
         """Measure the gate's strength on the base policy's rollouts: its mean discount there (logged as
         intervention/start_rate). A placebo moves its center until its own discount there is its method's: a
         random V's rollout fractions sit far below the real V's, so at the real center it would gate nothing."""
@@ -54,18 +54,18 @@ class AdvGate(ReadsV):
         if not len(next(iter(rows.values()))):
             rank_zero_warn("adv_gate: no base rollout carried an advantage (every group's rewards were equal), so "
                            "its strength was not measured and a placebo keeps the configured center")
-            log_at_start(module, {"intervention/start_rate": math.nan, "intervention/gate_center": self.gate_center})
+            module.log_at_start({"intervention/start_rate": math.nan, "intervention/gate_center": self.gate_center})
             return
         own = rollout_hack_fraction(rows, module.basis)
         if self.placebo:
-            real = module.extract_basis(module.trainer.datamodule.extraction_problems)  # the cached real V
+            real = module.extract_basis(module.extraction_problems)  # the cached real V
             target = float(1 - advantage_gate(rollout_hack_fraction(rows, real), self.center, self.temperature).mean())
             self.gate_center = matching_center(own, target, self.temperature)
             rank_zero_info(f"adv_gate placebo: center {self.gate_center:.4f} discounts the base's rollouts as the real "
                            f"V's gate at {self.center} does ({target:.3f} on average, {len(own)} rollouts)")
         rate = float(1 - advantage_gate(own, self.gate_center, self.temperature).mean())
-        log_at_start(module, {"intervention/start_rate": rate, "intervention/gate_center": self.gate_center})
+        module.log_at_start({"intervention/start_rate": rate, "intervention/gate_center": self.gate_center})
 
-    def advantage_weights(self, module, grads: StepGrads) -> Tensor:
+    def advantage_weights(self, module: RunView, grads: StepGrads) -> Tensor:
         with torch.no_grad():
             return advantage_gate(rollout_hack_fraction(grads.rows, module.basis), self.gate_center, self.temperature)

@@ -10,7 +10,7 @@ contrastive pairs). On Phi-4-mini they cut hacking 99.9% → 24.9% at alpha 2.
 from torch import Tensor
 
 from pgrpo.detectors import fit_mean_difference
-from pgrpo.interventions.base import RewardEdit
+from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_activations import Detector, ReadsActivations
 
 
@@ -37,7 +37,7 @@ class AdvShortcut(ReadsActivations):
     def fit(self, hack: Tensor, clean: Tensor) -> tuple[Tensor, float]:
         return fit_mean_difference(hack, clean)
 
-    def rewards(self, module, rewards: Tensor, packed, exploited) -> RewardEdit:
+    def rewards(self, module: RunView, rewards: Tensor, packed, exploited) -> RewardEdit:
         return one_sided_penalty(rewards, self.scores(module, packed).cpu(), self.alpha)
 
 

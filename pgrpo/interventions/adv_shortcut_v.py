@@ -15,7 +15,7 @@ from torch import Tensor
 
 from pgrpo.extraction import HackBasis, nll_grads
 from pgrpo.interventions.adv_shortcut import one_sided_penalty
-from pgrpo.interventions.base import RewardEdit
+from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_v import ReadsV, Source
 from pgrpo.rollout import Packed
 
@@ -35,9 +35,9 @@ class AdvShortcutV(ReadsV):
             raise ValueError(f"alpha={alpha}: must be >= 0 (the penalty is subtracted)")
         self.alpha = alpha
 
-    def rewards(self, module, rewards: Tensor, packed: Packed, exploited) -> RewardEdit:
+    def rewards(self, module: RunView, rewards: Tensor, packed: Packed, exploited) -> RewardEdit:
         grads = nll_grads(module.policy, module.adapter, packed.input_ids, packed.attention_mask,
-                          packed.completion_mask, batch_size=module.hparams.micro_batch_size or len(
+                          packed.completion_mask, batch_size=module.micro_batch_size or len(
                               packed.input_ids), temperature=module.generation.temperature)
         return one_sided_penalty(rewards, v_scores(grads, module.basis).cpu(), self.alpha)
 
@@ -45,5 +45,5 @@ class AdvShortcutV(ReadsV):
 def v_scores(nll_grads_per_row: dict[str, Tensor], basis: HackBasis) -> Tensor:
     """(B,) each row's NLL gradient (rows (B, r) per module) along V's hack-ward rows, summed."""
     with torch.no_grad():
-        return sum((nll_grads_per_row[name].float() @ rows.to(nll_grads_per_row[name]).float().T).sum(1)
-                    for name, rows in basis.V.items())
+        return torch.stack([(nll_grads_per_row[name].float() @ rows.to(nll_grads_per_row[name]).float().T).sum(1)
+                            for name, rows in basis.V.items()]).sum(0)

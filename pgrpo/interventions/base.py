@@ -17,9 +17,13 @@ The training step calls every hook, in this order, and knows no intervention by 
     before_update(module, optimizer)  before the optimizer step: edit its state (Adam's moments)
     update(module, before)          after the optimizer step: edit the knobs (the update, or their position)
     deployed(adapter)               the model as it ships (evaluation, export)
+    refresh(module, old)            with the V refresh callback, every few steps: the V the run reads from now on
 
-`module` is the ProjectedGRPO running the step (its adapter, basis, hparams; untyped: pgrpo.module imports this
-package, never the other way round). Each hook is a no-op here, so the base class is vanilla GRPO. What the step measures (cin/cout, where the knobs
+`module` is the run that hosts the step, seen through `RunView`: exactly what a hook may read and call (the
+policy with its adapter, V, the tokenizer, the pairs and problems V comes from, the step's settings and its
+machinery to sample and score rollouts), nothing of Lightning's. ProjectedGRPO is one such host; a type check
+(`make typecheck`) holds every intervention to the view. Each hook is a no-op here, so the base class is vanilla
+GRPO. What the step measures (cin/cout, where the knobs
 sit along V, each rollout's overlap with V) it measures for every intervention.
 
 Declared, not guessed: `reads_oracle` is True only for the oracle skylines. The step hands the oracle's labels
@@ -33,14 +37,79 @@ import os
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
 from pgrpo.adapter import SVDAdapterLinear, quarantine_zeroed
 from pgrpo.extraction import HackBasis
 from pgrpo.rollout import Packed
 from pgrpo.step_grads import StepGrads
+
+
+if TYPE_CHECKING:  # the view names the host's types; the host imports this package, never the other way round
+    from transformers import PreTrainedTokenizerBase
+
+    from pgrpo.basis import ContrastivePair, ExtractionConfig
+    from pgrpo.batch import Rollouts, Samples
+    from pgrpo.data import PromptGroup
+    from pgrpo.env import GradeResult, Problem
+    from pgrpo.loss import LossConfig
+    from pgrpo.optim import OptimConfig
+    from pgrpo.rollout import SamplingConfig
+
+
+@runtime_checkable
+class RunView(Protocol):
+    """What an intervention's hooks may read and call of the run that hosts the step (ProjectedGRPO is one)."""
+
+    policy: nn.Module  # the frozen base with the adapter inside it
+    adapter: dict[str, SVDAdapterLinear]  # the knobs, by module name
+    basis: HackBasis  # the V the run reads
+    tokenizer: "PreTrainedTokenizerBase"
+    extraction: "ExtractionConfig"  # how V is extracted (k, the pairs, the held-out pairs)
+    optim: "OptimConfig"
+    generation: "SamplingConfig"  # how the step samples (its temperature is the loss's)
+    loss_cfg: "LossConfig"
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def share_prompts(self) -> bool:
+        """Whether a group's rows share their prompt's keys and values in the logprob pass."""
+
+    @property
+    def micro_batch_size(self) -> int | None:
+        """Rows per forward and backward (None: the whole step at once)."""
+
+    @property
+    def extraction_problems(self) -> list["Problem"]:
+        """The problems V and the detectors are built from (never the held-out evaluation problems)."""
+
+    @property
+    def train_problems(self) -> list["Problem"]: ...
+
+    @property
+    def n_student(self) -> int:
+        """Live student samples in each group."""
+
+    def extraction_pairs(self) -> list["ContrastivePair"]: ...
+
+    def extract_basis(self, problems: list["Problem"], control: str = "none",
+                      extraction: "ExtractionConfig | None" = None, cached: bool = True) -> HackBasis: ...
+
+    def generate(self, groups: list["PromptGroup"]) -> "Samples": ...
+
+    def grade(self, groups: list["PromptGroup"], students: "Samples") -> list["GradeResult"]: ...
+
+    def assemble(self, groups: list["PromptGroup"], students: "Samples", grades: list["GradeResult"]) -> "Rollouts": ...
+
+    def split_backward(self, ro: "Rollouts") -> tuple[Any, Any, StepGrads]: ...
+
+    def log_at_start(self, metrics: dict[str, float]) -> None:
+        """Numbers measured once, at train start, into the run's logs."""
 
 
 @dataclass
@@ -61,12 +130,6 @@ def run_seed(seed: int | None) -> int:
     return seed if seed is not None else int(os.environ.get("PL_GLOBAL_SEED", 0))
 
 
-def log_at_start(module, metrics: dict[str, float]) -> None:
-    """Numbers an intervention measures once, at train start, into every logger of the run."""
-    for logger in module.trainer.loggers:
-        logger.log_metrics(metrics, step=module.trainer.global_step)
-
-
 class Intervention:
     """Vanilla GRPO: every hook leaves the step alone (the run only measures V)."""
 
@@ -80,43 +143,48 @@ class Intervention:
         """Whether it reads a placebo detector (a random V, probe or subspace): a negative control of its method."""
         return False
 
-    def check(self, module) -> None:
+    def check(self, module: RunView) -> None:
         """Raise ValueError naming the key when the module's settings make a hook inexact."""
 
-    def basis(self, module, real: HackBasis) -> HackBasis:
+    def basis(self, module: RunView, real: HackBasis) -> HackBasis:
         """The V this run reads, given the real one (once, at train start; a resume keeps the checkpoint's)."""
         return real
 
-    def prepare(self, module) -> None:
+    def prepare(self, module: RunView) -> None:
         """Build what the intervention reads besides V, once at train start (a resume included, so it must be a
         deterministic function of the base model, the pairs and the run's seed)."""
 
-    def rewards(self, module, rewards: Tensor, packed: Packed, exploited: Tensor | None) -> RewardEdit:
+    def rewards(self, module: RunView, rewards: Tensor, packed: Packed, exploited: Tensor | None) -> RewardEdit:
         """(P, G) rewards before group normalisation, `packed` their rows (group by group) → the edit.
         `exploited` (P, G) is the oracle's verdict, None unless reads_oracle."""
         return RewardEdit(rewards)
 
-    def advantages(self, module, advantages: Tensor) -> Tensor:
+    def advantages(self, module: RunView, advantages: Tensor) -> Tensor:
         """(B,) advantages after group normalisation, before the backward."""
         return advantages
 
-    def advantage_weights(self, module, grads: StepGrads) -> Tensor | None:
+    def advantage_weights(self, module: RunView, grads: StepGrads) -> Tensor | None:
         """(B,) factors on each rollout's advantage from its own gradient (grads.rows), after the backward; the
         step scales each rollout's gradient by its factor, which is exact only where `check` made it so."""
         return None
 
-    def gradient(self, module) -> None:
+    def gradient(self, module: RunView) -> None:
         """Edit each module's delta_s.grad in place, after cin is measured and before the optimizer step."""
 
-    def before_update(self, module, optimizer) -> None:
+    def before_update(self, module: RunView, optimizer) -> None:
         """Edit the optimizer's state before its step."""
 
-    def update(self, module, before: dict[str, Tensor]) -> None:
+    def update(self, module: RunView, before: dict[str, Tensor]) -> None:
         """Edit the knobs after the optimizer step (`before`: each module's delta_s before it)."""
 
     def deployed(self, adapter: dict[str, SVDAdapterLinear]) -> AbstractContextManager:
         """The model as it ships: δS_hack zeroed (only an intervention that parks there fills it)."""
         return quarantine_zeroed(adapter)
+
+    def refresh(self, module: RunView, old: HackBasis) -> HackBasis:
+        """The V the run reads from now on, when a V refresh callback re-extracts it for the current policy
+        (never from the cache: the cache knows only the base)."""
+        return module.extract_basis(module.extraction_problems, cached=False)
 
     # -- description: how a config, a checkpoint and the report name it ------------------------------
     @classmethod

@@ -42,7 +42,7 @@ def knobs(cls: type[Intervention]) -> list[tuple[str, str, str]]:
     for owner in reversed(cls.__mro__):
         init = vars(owner).get("__init__")
         if init is not None and init.__doc__:
-            docs |= {p.arg_name: " ".join(p.description.split()) for p in parse(init.__doc__).params}
+            docs |= {p.arg_name: " ".join((p.description or "").split()) for p in parse(init.__doc__).params}
     out = []
     for name, param in inspect.signature(cls.__init__).parameters.items():
         if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -56,8 +56,8 @@ def knob_table() -> str:
     """One row per knob, the arms that share it (same name, default and meaning) merged into one row."""
     rows: dict[tuple[str, str, str], list[str]] = {}
     for name, cls in arms().items():
-        for knob in knobs(cls):
-            rows.setdefault(knob, []).append(name)
+        for row in knobs(cls):
+            rows.setdefault(row, []).append(name)
     lines = ["| `model.intervention.init_args.…` | arms | default | meaning |", "|---|---|---|---|"]
     for (knob, default, meaning), owners in rows.items():
         escaped = meaning.replace("|", r"\|")  # a pipe in a docstring would end the cell

@@ -22,7 +22,7 @@ from pgrpo.adapter import knobs_zeroed
 from pgrpo.basis import completion_grads, pair_prompts
 from pgrpo.calibration import base_gradient, bisect
 from pgrpo.extraction import random_rows_like
-from pgrpo.interventions.base import Intervention, log_at_start, run_seed
+from pgrpo.interventions.base import Intervention, RunView, run_seed
 from pgrpo.projection import removed_share
 
 Weighting = Literal["singular_value", "uniform"]
@@ -59,7 +59,7 @@ class CleanSubspace(Intervention):
     def placebo(self) -> bool:
         return self.subspace != "real"
 
-    def prepare(self, module) -> None:
+    def prepare(self, module: RunView) -> None:
         pairs = module.extraction_pairs()
         with knobs_zeroed(module.adapter):  # the base's gradients: a resumed run builds the same subspace
             grads = completion_grads(module.policy, module.adapter, module.tokenizer, pair_prompts(module.tokenizer,
@@ -78,12 +78,13 @@ class CleanSubspace(Intervention):
         rank = sum(module.adapter[name].rank for name in self.directions)
         rank_zero_info(f"clean_subspace: {self.subspace} subspace of {kept} directions of {rank} over "
                        f"{len(self.directions)} modules, from {len(pairs)} clean completions")
-        log_at_start(module, {"proj/kept_dims_share": kept / rank,
+        module.log_at_start({"proj/kept_dims_share": kept / rank,
                               "intervention/start_rate": removed(first, self.directions)})
 
-    def gradient(self, module) -> None:
+    def gradient(self, module: RunView) -> None:
         for name, (directions, weights) in self.directions.items():
             grad = module.adapter[name].delta_s.grad
+            assert grad is not None  # the step's backward reached every knob
             grad.copy_(kept_part(grad, directions.to(grad), weights.to(grad)))
 
 

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from pgrpo.calibration import base_gradient, bisect
 from pgrpo.extraction import HackBasis, random_basis_like
-from pgrpo.interventions.base import log_at_start, run_seed
+from pgrpo.interventions.base import RunView, run_seed
 from pgrpo.interventions.reads_v import ReadsV, Source
 from pgrpo.optim import first_update
 from pgrpo.projection import Gate, Target, project_knobs, project_vector, purge_adam_moments, removed_share
@@ -72,7 +72,7 @@ class Erase(ReadsV):
         """project_vector's settings."""
         return {"gate": self.gate, "overshoot": self.overshoot, "preserve_magnitude": self.preserve_magnitude}
 
-    def control(self, module, real: HackBasis) -> HackBasis:
+    def control(self, module: RunView, real: HackBasis) -> HackBasis:
         """A random V that removes as much of the base policy's first step as the real V (shuffled and nonhack are
         matched in k)."""
         if self.v != "random":
@@ -89,14 +89,14 @@ class Erase(ReadsV):
                        f"step, as the real V does")
         return random_basis_like(real, seed, scale)
 
-    def prepare(self, module) -> None:
+    def prepare(self, module: RunView) -> None:
         """Log intervention/start_rate: the share of the base policy's first step (its gradient, or the update
         the optimizer makes from it) that the V in use removes."""
         first, self._first_step = self._first_step or self.first_step(module), None
         measured = any(g.any() for g in first.values())
-        log_at_start(module, {"intervention/start_rate": self.removed(first, module.basis) if measured else math.nan})
+        module.log_at_start({"intervention/start_rate": self.removed(first, module.basis) if measured else math.nan})
 
-    def first_step(self, module) -> dict[str, Tensor]:
+    def first_step(self, module: RunView) -> dict[str, Tensor]:
         """What the projection acts on at the first step, on the base policy's rollouts: their gradient, or under
         target update or position the first update the optimizer makes from it (kept for `prepare`)."""
         grad = base_gradient(module)
@@ -109,19 +109,20 @@ class Erase(ReadsV):
                 for name, g in first.items()}
         return removed_share(first, kept)
 
-    def gradient(self, module) -> None:
+    def gradient(self, module: RunView) -> None:
         if self.target != "grad":
             return  # the gradient is only measured; the knobs are projected after the step (`update`)
         for name, rows in module.basis.V.items():
             grad = module.adapter[name].delta_s.grad
+            assert grad is not None  # the step's backward reached every knob
             projected, _, _ = project_vector(grad, rows.to(grad), **self.gating)
             grad.copy_(projected)
 
-    def before_update(self, module, optimizer) -> None:
+    def before_update(self, module: RunView, optimizer) -> None:
         if self.purge_adam_moments:
             purge_adam_moments(optimizer, module.adapter, module.basis, self.gate, self.overshoot)
 
-    def update(self, module, before: dict[str, torch.Tensor]) -> None:
+    def update(self, module: RunView, before: dict[str, torch.Tensor]) -> None:
         if self.target != "grad":
             project_knobs(module.adapter, module.basis, before if self.target == "update" else None,
                           park=self.parks, **self.gating)

@@ -4,7 +4,7 @@ pool was graded and are penalised like the student's."""
 
 from torch import Tensor
 
-from pgrpo.interventions.base import Intervention, RewardEdit
+from pgrpo.interventions.base import Intervention, RewardEdit, RunView
 
 
 class GtPenalty(Intervention):
@@ -22,5 +22,6 @@ class GtPenalty(Intervention):
             raise ValueError(f"penalty={penalty}: must be >= 0 (it is subtracted)")
         self.penalty = penalty
 
-    def rewards(self, module, rewards: Tensor, packed, exploited: Tensor | None):
+    def rewards(self, module: RunView, rewards: Tensor, packed, exploited: Tensor | None):
+        assert exploited is not None  # reads_oracle: the step hands the labels
         return RewardEdit(rewards - self.penalty * exploited.to(rewards.dtype))

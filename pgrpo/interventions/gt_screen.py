@@ -5,7 +5,7 @@ the student's."""
 
 from torch import Tensor
 
-from pgrpo.interventions.base import Intervention, RewardEdit
+from pgrpo.interventions.base import Intervention, RewardEdit, RunView
 
 
 class GtScreen(Intervention):
@@ -13,6 +13,7 @@ class GtScreen(Intervention):
 
     reads_oracle = True
 
-    def rewards(self, module, rewards: Tensor, packed, exploited: Tensor | None):
+    def rewards(self, module: RunView, rewards: Tensor, packed, exploited: Tensor | None):
+        assert exploited is not None  # reads_oracle: the step hands the labels
         keep = ~exploited.bool()
         return RewardEdit(rewards, keep, stats={"skyline/screened": float((~keep).float().mean())})

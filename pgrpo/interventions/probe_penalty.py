@@ -12,7 +12,7 @@ import math
 from torch import Tensor
 
 from pgrpo.detectors import fit_logistic
-from pgrpo.interventions.base import RewardEdit
+from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_activations import Detector, ReadsActivations
 
 
@@ -54,7 +54,7 @@ class ProbePenalty(ReadsActivations):
     def fit(self, hack: Tensor, clean: Tensor) -> tuple[Tensor, float]:
         return fit_logistic(hack, clean, self.l2)
 
-    def rewards(self, module, rewards: Tensor, packed, exploited) -> RewardEdit:
+    def rewards(self, module: RunView, rewards: Tensor, packed, exploited) -> RewardEdit:
         flagged = (self.scores(module, packed) > self.cut).view(rewards.shape).cpu()  # (P, G)
         if self.screen:
             return RewardEdit(rewards, keep=~flagged, flagged=flagged)

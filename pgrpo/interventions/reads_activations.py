@@ -9,7 +9,7 @@ the penalty's size, not its aim.
 """
 
 from abc import ABC, abstractmethod
-from typing import ClassVar, Literal
+from typing import Literal
 
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
@@ -18,7 +18,7 @@ from pgrpo.activations import pair_states, policy_states
 from pgrpo.adapter import knobs_zeroed
 from pgrpo.calibration import base_completions
 from pgrpo.detectors import LinearDetector, accuracy, fit_detector, random_placebo
-from pgrpo.interventions.base import Intervention, log_at_start, run_seed
+from pgrpo.interventions.base import Intervention, RunView, run_seed
 from pgrpo.rollout import Packed
 
 Detector = Literal["real", "random"]
@@ -27,8 +27,10 @@ Detector = Literal["real", "random"]
 class ReadsActivations(Intervention, ABC):
     """An intervention that scores each rollout with a linear detector on the policy's pooled hidden states."""
 
-    cut: ClassVar[float] = 0.0
-    """The score above which the detector flags a completion (the placebo matches the real one's rate there)."""
+    @property
+    def cut(self) -> float:
+        """The score above which the detector flags a completion (the placebo matches the real one's rate there)."""
+        return 0.0
 
     def __init__(self, layer: int | None = None, detector: Detector = "real", detector_seed: int | None = None):
         """
@@ -54,7 +56,7 @@ class ReadsActivations(Intervention, ABC):
     def fit(self, hack: Tensor, clean: Tensor) -> tuple[Tensor, float]:
         """(weight, bias) from standardised hack and clean features (n, d) each."""
 
-    def prepare(self, module) -> None:
+    def prepare(self, module: RunView) -> None:
         hack, clean = pair_states(module.policy, module.adapter, module.tokenizer, module.extraction_pairs())
         fitted = fit_detector(hack, clean, module.extraction.n_heldout, self.fit, self.layer)
         rank_zero_info(f"{self.arm()}: detector at hidden state {fitted.layer} of {hack.shape[1] - 1}, held-out "
@@ -71,9 +73,10 @@ class ReadsActivations(Intervention, ABC):
                            f"mean difference: held-out pair accuracy {stats['detector/placebo_heldout_accuracy']:.3f}")
         self.fitted = fitted
         stats["intervention/start_rate"] = float((fitted.scores(base_states) > self.cut).float().mean())
-        log_at_start(module, stats)
+        module.log_at_start(stats)
 
-    def scores(self, module, packed: Packed) -> Tensor:
+    def scores(self, module: RunView, packed: Packed) -> Tensor:
         """(B,) detector scores of the batch's rows under the policy as it is now."""
+        assert self.fitted is not None, "scores before prepare"
         return self.fitted.scores(policy_states(module.policy, module.adapter, packed))
 

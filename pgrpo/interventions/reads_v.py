@@ -8,13 +8,13 @@ intervention built on ReadsV gets these placebos for free (erase, route, adv_gat
 configs/adv_gate_random_v.yaml).
 """
 
-from typing import Literal
+from typing import Literal, cast
 
 from lightning.pytorch.utilities import rank_zero_info
 
-from pgrpo.controls import control_basis, is_control
+from pgrpo.controls import Control, control_basis, is_control
 from pgrpo.extraction import HackBasis, basis_overlap
-from pgrpo.interventions.base import Intervention, log_at_start, run_seed
+from pgrpo.interventions.base import Intervention, RunView, run_seed
 
 Source = Literal["real", "random", "shuffled", "nonhack"]
 
@@ -39,7 +39,7 @@ class ReadsV(Intervention):
     def placebo(self) -> bool:
         return self.v != "real"
 
-    def basis(self, module, real: HackBasis) -> HackBasis:
+    def basis(self, module: RunView, real: HackBasis) -> HackBasis:
         # a resumed run restored its control V from the checkpoint: never swapped twice
         if self.v == "real" or is_control(real):
             return real
@@ -47,14 +47,25 @@ class ReadsV(Intervention):
         # how much of the real V's span the control still holds (1 = the same subspace, ~√(k/r) = unrelated)
         overlap, _ = basis_overlap(real, control)
         control.meta["overlap_with_real"] = f"{overlap:.6g}"
-        log_at_start(module, {"proj/control_overlap": overlap})
+        module.log_at_start({"proj/control_overlap": overlap})
         rank_zero_info(f"negative control: {self.v} V, {control.k_total} axes over {len(control.V)} modules (the real V: "
                        f"{real.k_total}), principal-angle overlap with the real V {overlap:.3f}")
         return control
 
-    def control(self, module, real: HackBasis) -> HackBasis:
+    def refresh(self, module: RunView, old: HackBasis) -> HackBasis:
+        """A control V re-extracted from its own control pairs and matched to the old k again; a random one
+        tracks nothing and is kept."""
+        if self.v == "real":
+            return super().refresh(module, old)
+        if self.v == "random":
+            return old
+        problems = module.extraction_problems
+        return control_basis(cast(Control, self.v), old, module.extraction,
+                             lambda control, cfg: module.extract_basis(problems, control, cfg, cached=False))
+
+    def control(self, module: RunView, real: HackBasis) -> HackBasis:
         """The placebo V, matched to the real one in k per module (an intervention that can match its placebo in
         strength instead overrides this: Erase)."""
-        problems = module.trainer.datamodule.extraction_problems
-        return control_basis(self.v, real, module.extraction,
+        problems = module.extraction_problems
+        return control_basis(cast(Control, self.v), real, module.extraction,
                              lambda control, cfg: module.extract_basis(problems, control, cfg), run_seed(self.v_seed))

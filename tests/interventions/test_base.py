@@ -40,3 +40,16 @@ def test_the_base_hooks_change_nothing():
     assert base.advantage_weights(module, None) is None
     assert base.basis(module, "V") == "V"
     assert base.gradient(module) is None and base.update(module, {}) is None
+
+
+def test_projected_grpo_provides_every_member_of_the_run_view():
+    from typing_extensions import get_protocol_members
+
+    from pgrpo.interventions.base import RunView
+    from pgrpo.module import ProjectedGRPO
+
+    module = ProjectedGRPO()
+    module.configure_model()  # the policy, its adapter and the tokenizer
+    for name in get_protocol_members(RunView):
+        on_class = getattr(ProjectedGRPO, name, None)
+        assert callable(on_class) or isinstance(on_class, property) or hasattr(module, name), name

@@ -2,7 +2,6 @@
 (erase's and route's random V: matched in strength, tests/test_calibration.py), never twice (the controls'
 construction itself: tests/test_controls.py)."""
 
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -25,12 +24,15 @@ def basis(k_per_module: dict[str, int], seed: int = 0, control: str | None = Non
 
 
 class FakeModule:
-    """The part of ProjectedGRPO a control needs: its trainer, extraction config and extract_basis."""
+    """The part of the run's view (RunView) a control needs: the extraction, its problems, extract_basis, the log."""
 
     def __init__(self, extracted: HackBasis | None = None):
         self.extraction, self.optim = ExtractionConfig(tau_axis=0.5, noise_floor=0.1), OptimConfig()
-        self.trainer = SimpleNamespace(datamodule=SimpleNamespace(extraction_problems=[]), loggers=[], global_step=0)
+        self.extraction_problems, self.logged = [], []
         self.extracted, self.calls = extracted, []
+
+    def log_at_start(self, metrics):
+        self.logged.append(metrics)
 
     def extract_basis(self, problems, control="none", extraction=None, cached=True):
         self.calls.append((control, extraction))
