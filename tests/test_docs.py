@@ -157,3 +157,16 @@ def test_the_docs_site_builds_with_no_warnings(tmp_path):
     run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                          cwd=REPO, env=env, capture_output=True, text=True)
     assert run.returncode == 0 and "WARNING" not in run.stderr + run.stdout, run.stderr + run.stdout
+
+
+def test_the_docs_layout_is_generated_from_every_module_of_the_package():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hook", REPO / "docs" / "hooks" / "generated.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    tree = hook.layout()
+    for path in (REPO / "pgrpo").rglob("*.py"):
+        if path.name != "__init__.py":
+            assert f" {path.name} " in tree, path
+    assert "<!-- generated: layout -->" in (REPO / "docs" / "design.md").read_text()

@@ -37,3 +37,4 @@ def test_the_docs_hook_fills_the_marker_with_the_table():
     page = "intro\n\n<!-- generated: intervention knobs -->\n"
     assert hook.on_page_markdown(page) == "intro\n\n" + knob_table() + "\n"
     assert "<!-- generated: intervention knobs -->" in (REPO / "docs" / "configs.md").read_text()
+
