@@ -35,7 +35,7 @@ def test_v_is_announced_when_extracted_into_the_cache_then_said_to_be_cached(tmp
     problems, cfg = load_problems()[:3], ExtractionConfig(k=1, n_heldout=1)
 
     def load(cache: Path | None, control: str = "none"):
-        return load_or_extract_basis(model, adapter, tokenizer, problems, cfg, model_id="test", cache=cache,
+        return load_or_extract_basis(model, adapter, tokenizer, problems, cfg, model_id="embedded-test", cache=cache,
                                      control=control)
 
     capsys.readouterr()
