@@ -23,8 +23,7 @@ def test_a_rollout_along_v_is_discounted_and_one_across_it_is_kept():
 @pytest.mark.parametrize("settings, key", [({"share_prompts": True}, "model.share_prompts"),
                                            ({"share_prompts": False, "beta": 0.1}, "model.loss.beta")])
 def test_adv_gate_refuses_settings_under_which_a_rollouts_gradient_is_not_its_own(settings, key):
-    module = SimpleNamespace(hparams=SimpleNamespace(share_prompts=settings["share_prompts"]),
-                             loss_cfg=LossConfig(beta=settings.get("beta", 0.0)))
+    module = SimpleNamespace(share_prompts=settings["share_prompts"], loss_cfg=LossConfig(beta=settings.get("beta", 0.0)))
     with pytest.raises(ValueError, match=key):
         AdvGate().check(module)
 

@@ -37,7 +37,7 @@ def test_a_rollouts_score_is_the_slope_of_its_nll_along_v():
     V = {name: torch.linalg.qr(torch.randn(m.rank, 2, generator=generator, ))[0].T
          for name, m in sorted(adapter.items())[:3]}
     basis = HackBasis(V, {name: torch.ones(2) for name in V})
-    module = SimpleNamespace(policy=model, adapter=adapter, basis=basis, hparams=SimpleNamespace(micro_batch_size=2),
+    module = SimpleNamespace(policy=model, adapter=adapter, basis=basis, micro_batch_size=2,
                              generation=SimpleNamespace(temperature=1.0))
     packed = rollouts()
     rewards = torch.zeros(2, 2)
