@@ -36,7 +36,8 @@ from pgrpo.env.prompts import build_messages
 from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.chat import render_chat
 from pgrpo.models import load_model_and_tokenizer, load_tokenizer, resolve_model_path
-from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.generation import GenerationConfig, build_sampler
+from pgrpo.module import ProjectedGRPO
 from pgrpo.interventions.erase import Erase
 from pgrpo.interventions.route import Route
 from pgrpo.interventions.vanilla import Vanilla
@@ -321,9 +322,9 @@ def real_step_figures(model: str, problems: str, repeats: int, max_new_tokens: i
     """
     module, groups = _module_and_batch(model, problems, max_new_tokens=max_new_tokens)
     start = time.perf_counter()
-    students = module.generate(groups)
+    students = module.sampler.sample(groups)
     generate_s = time.perf_counter() - start
-    rollouts = module.assemble(groups, students, module.grade(groups, students))
+    rollouts = module.assemble(groups, students, module.sampler.grade(groups, students))
     live = (~rollouts.zero_std).repeat_interleave(rollouts.rewards.shape[1])
     packed = rollouts.packed.rows(live.nonzero().flatten())  # the rows the step backpropagates, each whole
     base = load_model_and_tokenizer(model)[0]
@@ -372,17 +373,19 @@ def vllm_figures(model: str, prompts: int, group: int, new_tokens: int, repeats:
     module, groups = _module_and_batch(model, None, max_new_tokens=new_tokens)
     groups = [replace(g, n_student=group) for g in groups[:prompts]]
     tokens = {}
+    samplers = {backend: build_sampler(module.policy, module.adapter, module.tokenizer,
+                                       replace(module.generation, backend=backend), module.sampler.grading,
+                                       model=model, dtype=module.hparams.dtype) for backend in ("hf", "vllm")}
 
     def generate(backend: str) -> Callable[[], None]:
         def run() -> None:
-            module.generation.backend = backend
-            samples = module.generate(groups)
+            samples = samplers[backend].sample(groups)
             samples.grading.close()
             tokens[backend] = sum(map(len, samples.completions))
         return run
 
     start = time.perf_counter()
-    module.vllm_engine()
+    samplers["vllm"].engine()
     startup = time.perf_counter() - start
     seconds = time_alternating({"hf": generate("hf"), "vllm": generate("vllm")}, repeats)
     return {

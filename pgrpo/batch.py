@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pgrpo.env import MODES, GradeQueue
-from pgrpo.rollout import Packed
+from pgrpo.env import MODES, GradeQueue, GradeResult
+from pgrpo.rollout import Packed, pack
 
 
 @dataclass
@@ -54,6 +54,74 @@ class Rollouts:
                         moved.pop("prompt_of_row", None))
         moved.setdefault("sampler_logp", None)  # a checkpoint from before the vllm backend
         return cls(packed, stats={}, samples=[], **moved)
+
+
+@dataclass
+class Rows:
+    """A step's rows laid out for the loss, before any reward is edited: group by group, its G_s student rows
+    then its G_t teacher rows."""
+
+    packed: Packed
+    is_student: Tensor  # (B,) bool
+    exploited: Tensor  # (B,) bool: the oracle's verdict (student rows) or the pool's (teacher rows)
+    rewards: Tensor  # (P, G) as graded, the teacher's as stored when the pool was built (never re-graded)
+    sampler_logp: Tensor | None  # (B, T_c) the sampler's logprobs of the student tokens (vllm); 0 elsewhere
+
+
+def lay_out(groups, students: Samples, grades: list[GradeResult], tokenizer, share_prompts: bool) -> Rows:
+    """Each group's graded student rows then its cached teacher rows, packed. With `share_prompts` a group's
+    student rows share one prompt forward in the logprob pass, and its teacher rows another: the split into student
+    and teacher gradients stays exact."""
+    n_s = groups[0].n_student
+    eos = tokenizer.eos_token_id
+    prompts, completions, is_student, exploited, rewards, unit = [], [], [], [], [], []
+    for i, grp in enumerate(groups):
+        group_rewards = []
+        for j in range(i * n_s, (i + 1) * n_s):
+            prompts.append(students.prompt_ids[j])
+            completions.append(students.completions[j])
+            is_student.append(True)
+            unit.append(2 * i)
+            exploited.append(grades[j].exploited)
+            group_rewards.append(grades[j].reward)
+        for row in grp.teacher:
+            prompts.append(students.prompt_ids[i * n_s])
+            completions.append(tokenizer(row.completion, add_special_tokens=False)["input_ids"] + [eos])
+            is_student.append(False)
+            unit.append(2 * i + 1)
+            exploited.append(row.exploited)
+            group_rewards.append(row.reward)
+        rewards.append(group_rewards)
+    packed = pack(prompts, completions, tokenizer.pad_token_id)
+    if share_prompts and min(map(len, prompts)) > 1:
+        packed.prompt_of_row = torch.tensor(unit)
+    sampler_logp = None
+    if students.sampler_logp is not None:  # teacher rows 0: never sampled
+        sampler_logp = torch.zeros(packed.completion_mask.shape, dtype=torch.float32)
+        student_rows = torch.tensor(is_student).nonzero().flatten().tolist()
+        for row, logp in zip(student_rows, students.sampler_logp):
+            sampler_logp[row, : len(logp)] = torch.tensor(logp)
+    return Rows(packed, torch.tensor(is_student), torch.tensor(exploited),
+                torch.tensor(rewards, dtype=torch.float32), sampler_logp)
+
+
+def batch_stats(groups, students: Samples, grades: list[GradeResult], rows: Rows, rewards: Tensor, zero_std: Tensor,
+                acted: Tensor, flagged: Tensor | None) -> dict[str, float]:
+    """Every number a generated batch gives the logs: grading and generation, the share of rollouts the
+    intervention acted on (`rewards`: after its edit) and, when it has a detector, the detector's agreement
+    with the oracle (measured here, never handed back)."""
+    stats = grading_stats(groups, grades, students.completions, students.clipped, rewards, zero_std)
+    stats["intervention/rollout_rate"] = float(acted.float().mean())
+    if flagged is not None:
+        stats |= detector_stats(flagged, rows.exploited, rows.is_student)
+    return stats
+
+
+def logged_samples(groups, students: Samples, grades: list[GradeResult], n: int = 4) -> list[dict]:
+    """The first `n` student completions with their grades, for the text log."""
+    n_s = groups[0].n_student
+    return [{"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
+             "completion": students.texts[i], **grades[i].to_dict()} for i in range(min(n, len(grades)))]
 
 
 def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_std: Tensor) -> dict[str, float]:

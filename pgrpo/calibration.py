@@ -38,7 +38,7 @@ def base_groups(module: "RunView") -> list[PromptGroup]:
 def base_completions(module: "RunView") -> Packed:
     """The base policy's rollouts, packed and never graded (what a detector's flag rate is matched on)."""
     with seeded(SEED, module.device), knobs_zeroed(module.adapter):
-        samples = module.generate(base_groups(module))
+        samples = module.sampler.sample(base_groups(module))
         if samples.grading is not None:
             samples.grading.close()
     return pack(samples.prompt_ids, samples.completions, module.tokenizer.pad_token_id).to(module.device)
@@ -50,8 +50,8 @@ def base_rollout_grads(module: "RunView") -> dict[str, Tensor]:
     .grad are left empty."""
     groups = base_groups(module)
     with seeded(SEED, module.device), knobs_zeroed(module.adapter):
-        samples = module.generate(groups)
-        ro: Rollouts = module.assemble(groups, samples, module.grade(groups, samples))
+        samples = module.sampler.sample(groups)
+        ro: Rollouts = module.assemble(groups, samples, module.sampler.grade(groups, samples))
         _, _, grads = module.split_backward(ro)
     for m in module.adapter.values():
         m.delta_s.grad = m.delta_s_hack.grad = None

@@ -2,9 +2,7 @@
 
 import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from dataclasses import replace
+from contextlib import nullcontext
 
 import lightning as L
 import torch
@@ -13,12 +11,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_warn
 from typing_extensions import override
 
-from pgrpo.chat import render_chat
-from pgrpo.data import PromptGroup
 from pgrpo.env import Problem
-from pgrpo.env.prompts import build_messages
 from pgrpo.env.variants import VARIANTS
-from pgrpo.evaluate import SampleAndGrade, evaluate, metrics as eval_metrics, variant_problems, with_loopholes
+from pgrpo.evaluate import evaluate, metrics as eval_metrics, variant_problems, with_loopholes
 from pgrpo.extraction import basis_overlap
 from pgrpo.rollout import seeded
 from pgrpo.summary import WINDOW
@@ -235,33 +230,9 @@ def _deploy_keys(result: dict, suffix: str = "") -> dict[str, float]:
 def _eval(pl_module, problems: list[Problem], n: int, seed: int, temperature: float | None, variants: list[str],
           zero_quarantine: bool) -> dict:
     view = pl_module.intervention.deployed(pl_module.adapter) if zero_quarantine else nullcontext()
-    with seeded(seed, pl_module.device), view, _sampling_temperature(pl_module, temperature):
-        return evaluate(problems, n, module_rollouts(pl_module), variants=variants, seed=seed)
-
-
-def module_rollouts(pl_module) -> SampleAndGrade:
-    """The training step's own sampling and grading (pl_module.generate and .grade) as `pgrpo.evaluate` rollouts."""
-
-    def rollouts(problems: list[Problem], n: int) -> list:
-        groups = [PromptGroup(p, render_chat(pl_module.tokenizer, build_messages(p)), [], n) for p in problems]
-        samples = pl_module.generate(groups)
-        return list(zip(samples.texts, pl_module.grade(groups, samples)))
-
-    return rollouts
-
-
-@contextmanager
-def _sampling_temperature(pl_module, temperature: float | None) -> Iterator[None]:
-    """The module samples at `temperature` inside (None: its own), and at its own again after."""
-    if temperature is None:
-        yield
-        return
-    own = pl_module.generation
-    pl_module.generation = replace(own, temperature=temperature)
-    try:
-        yield
-    finally:
-        pl_module.generation = own
+    sampler = pl_module.sampler if temperature is None else pl_module.sampler.with_settings(temperature=temperature)
+    with seeded(seed, pl_module.device), view:
+        return evaluate(problems, n, sampler.rollouts, variants=variants, seed=seed)
 
 
 def log_scalars(trainer, metrics: dict[str, float], step: int | None = None) -> None:

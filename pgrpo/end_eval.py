@@ -15,7 +15,7 @@ from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from typing_extensions import override
 
-from pgrpo.callbacks import log_scalars, module_rollouts
+from pgrpo.callbacks import log_scalars
 from pgrpo.env import Problem
 from pgrpo.evaluate import SampleAndGrade, evaluate, with_loopholes
 from pgrpo.intervals import wilson
@@ -76,7 +76,7 @@ def end_of_run_eval(pl_module, splits: dict[str, list[Problem]], everything: lis
             if not problems:
                 result[split] = None
                 continue
-            counts = evaluate(with_loopholes(problems, everything), n, _in_calls(module_rollouts(pl_module),
+            counts = evaluate(with_loopholes(problems, everything), n, _in_calls(pl_module.sampler.rollouts,
                               prompts_per_call), variants=["fixed_name"], seed=seed)["fixed_name"]
             entry = {"problems": counts["prompts"], "samples": counts["samples"]}
             for name, key in (("hack", "strict_hack"), ("solve", "correct")):

@@ -11,9 +11,8 @@ import random
 import time
 import warnings
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
 import lightning as L
 from lightning.pytorch.utilities import move_data_to_device
@@ -27,7 +26,7 @@ from pgrpo.adapter import (
 )
 from pgrpo.cache import cache_dir
 from pgrpo.data import PromptGroup
-from pgrpo.env import GradeQueue, GradeResult, Problem, RewardConfig
+from pgrpo.env import GradeResult, Problem, RewardConfig
 from pgrpo.env.pairs import ContrastivePair
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.basis import (
@@ -36,7 +35,7 @@ from pgrpo.basis import (
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import (LossConfig, group_advantages, grpo_loss, teacher_advantages, teacher_token_weights,
                         token_logprobs)
-from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenizer, model_id, resolve_model_path
+from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenizer, model_id
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
 from pgrpo.interventions.base import Intervention
 from pgrpo.interventions.vanilla import Vanilla
@@ -44,31 +43,15 @@ from pgrpo.projection import (
     along_v, grad_hack_fraction, knob_snapshot, measure_grads, removed_share, rollout_hack_fraction,
     update_hack_fraction,
 )
-from pgrpo.batch import Rollouts, Samples, detector_stats, grading_stats, rollout_overlap_stats
-from pgrpo.rollout import Packed, SamplingConfig, encode_prompts, pack, sample
+from pgrpo.batch import Rollouts, Samples, batch_stats, lay_out, logged_samples, rollout_overlap_stats
+from pgrpo.generation import GenerationConfig, Grading, Sampler, build_sampler
+from pgrpo.rollout import Packed
 from pgrpo.step_grads import StepGrads
 
 # The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
 # and knob-only checkpoints after each optimizer step are what we want (docs/design.md#lightning-architecture).
 warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
 warnings.filterwarnings("ignore", message=r"Using ModelCheckpoint with manual optimization")
-
-
-@dataclass
-class GenerationConfig(SamplingConfig):
-    """How the student samples: the sampling settings, and who samples (each field's docstring is its `--help`)."""
-
-    backend: Literal["hf", "vllm"] = "hf"
-    """Who samples the student: `hf` (transformers' generate on the trainer's model) or `vllm` (a colocated
-    vLLM engine that gets the adapted weights pushed in memory whenever the knobs changed; single process)."""
-    importance_cap: float | None = None
-    """Truncated importance sampling (vllm only): weight each student token's loss by
-    min(π_trainer / π_sampler, cap), the correction TRL and verl apply for the two engines' numerical
-    mismatch (None: off; TRL's default cap is 2)."""
-    vllm_kv_cache_gib: float = 1.0
-    """Memory vLLM reserves for its KV cache (RAM on a CPU, GPU memory on a GPU)."""
-    vllm_max_model_len: int | None = None
-    """Longest prompt + completion vLLM accepts (None: the model's own limit; lower it to fit a small KV cache)."""
 
 
 class ProjectedGRPO(L.LightningModule):
@@ -147,7 +130,7 @@ class ProjectedGRPO(L.LightningModule):
         self.policy = None
         self.basis: HackBasis | None = None
         self._rollouts: Rollouts | None = None
-        self._engine = None  # the vLLM engine, started by the first generation that needs it
+        self.sampler: Sampler | None = None  # built with the policy
 
     # -- model -----------------------------------------------------------------------------------
     @override
@@ -157,6 +140,9 @@ class ProjectedGRPO(L.LightningModule):
         hp = self.hparams
         self.policy, self.tokenizer = load_model_and_tokenizer(hp.model, hp.dtype, self.device)
         self.adapter = attach_adapter(self.policy, tuple(hp.target_modules), hp.max_rank)
+        self.sampler = build_sampler(self.policy, self.adapter, self.tokenizer, self.generation,
+                                     Grading(self.reward, hp.grade_timeout), model=hp.model, dtype=hp.dtype,
+                                     grade_while_generating=hp.grade_while_generating)
         mesh = self.device_mesh  # set by Lightning's ModelParallelStrategy only: FSDP (configs/fsdp_cpu.yaml)
         if mesh is not None:
             if mesh["tensor_parallel"].size() != 1:
@@ -257,9 +243,9 @@ class ProjectedGRPO(L.LightningModule):
         fresh = self._rollouts is None or self.global_step % self.hparams.num_iterations == 0
         if fresh:
             with timer("generate"):
-                students = self.generate(batch)  # every prompt's G_s samples in one batched call
+                students = self.sampler.sample(batch)  # every prompt's G_s samples in one batched call
             with timer("grade"):
-                grades = self.grade(batch, students)  # sandboxed, in parallel
+                grades = self.sampler.grade(batch, students)  # sandboxed, in parallel
             with timer("assemble"):
                 self._rollouts = self.assemble(batch, students, grades)  # + teacher rows → rewards → advantages
         ro = self._rollouts
@@ -289,137 +275,46 @@ class ProjectedGRPO(L.LightningModule):
             "samples": ro.samples if fresh else [],
         }
 
-    def generate(self, groups: list[PromptGroup]) -> Samples:
-        """Every prompt's G_s samples in one batched call (each sent to grading the step it ends, on a GPU)."""
-        if self.generation.backend == "vllm":
-            return self.generate_with_vllm(groups)
-        n_s = groups[0].n_student
-        grading = GradeQueue(reward=self.reward, timeout_s=self.hparams.grade_timeout)
-
-        def grade_when_finished(row: int, completion: list[int]) -> None:
-            grading.submit(row, groups[row // n_s].problem, self.tokenizer.decode(completion, skip_special_tokens=True))
-
-        overlap = self.hparams.grade_while_generating
-        if overlap is None:
-            overlap = self.device.type != "cpu"
-        try:
-            with merged_for_generation(self.adapter):  # δ folded into the weights: base-model speed
-                prompt_ids, completions, clipped = sample(
-                    self.policy, self.tokenizer, [grp.prompt for grp in groups], n_s, self.generation,
-                    # a sharded base all-gathers in every forward: ranks that finish early keep stepping with the rest
-                    synced_gpus=base_is_sharded(self.adapter), on_finished=grade_when_finished if overlap else None,
-                )
-        except BaseException:
-            grading.close()
-            raise
-        texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
-        return Samples(prompt_ids, completions, clipped, texts, grading)
-
-    def generate_with_vllm(self, groups: list[PromptGroup]) -> Samples:
-        """The same samples from the colocated vLLM engine, after pushing the knobs it has not seen yet."""
-        n_s = groups[0].n_student
-        engine = self.vllm_engine()
-        engine.sync(self.policy, self.adapter)  # whatever the knobs are now: trained, or δS_hack zeroed by an eval
-        encoded = encode_prompts(self.tokenizer, [grp.prompt for grp in groups])
-        completions, clipped, sampler_logp = engine.sample(encoded, n_s, self.generation, self.tokenizer.eos_token_id)
-        prompt_ids = [ids for ids in encoded for _ in range(n_s)]
-        texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
-        grading = GradeQueue(reward=self.reward, timeout_s=self.hparams.grade_timeout)
-        return Samples(prompt_ids, completions, clipped, texts, grading, sampler_logp)
-
-    def vllm_engine(self):
-        """The colocated engine, started on first use (exporting or evaluating a checkpoint never pays for it)."""
-        if self._engine is None:
-            from pgrpo.vllm_engine import VLLMEngine
-
-            if (self._trainer is not None and self.trainer.world_size > 1) or base_is_sharded(self.adapter):
-                raise ValueError("model.generation.backend=vllm runs one engine beside one trainer process: "
-                                 "run on a single device, or set model.generation.backend: hf under DDP/FSDP")
-            g = self.generation
-            self._engine = VLLMEngine(resolve_model_path(self.model_name), self.hparams.dtype, seed=0,
-                                      kv_cache_gib=g.vllm_kv_cache_gib, max_model_len=g.vllm_max_model_len)
-        return self._engine
-
-    def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
-        """The grades of every student sample (sandboxed, in parallel), those started during generation included."""
-        n_s = groups[0].n_student
-        with students.grading as grading:
-            for row, text in enumerate(students.texts):
-                if not grading.submitted(row):  # ran out of tokens before its EOS
-                    grading.submit(row, groups[row // n_s].problem, text)
-            return grading.results(range(len(students.texts)))
-
     def assemble(self, groups: list[PromptGroup], students: Samples, grades: list[GradeResult]) -> Rollouts:
         """Each group: its G_s graded student rows then its G_t cached teacher rows, packed, with advantages."""
-        n_s = groups[0].n_student
-        rows_prompt, rows_completion, is_student, exploited, rewards, shared = [], [], [], [], [], []
-        eos = self.tokenizer.eos_token_id
-        for i, grp in enumerate(groups):
-            group_rewards = []
-            for j in range(i * n_s, (i + 1) * n_s):
-                rows_prompt.append(students.prompt_ids[j])
-                rows_completion.append(students.completions[j])
-                is_student.append(True)
-                shared.append(2 * i)
-                exploited.append(grades[j].exploited)
-                group_rewards.append(grades[j].reward)
-            for row in grp.teacher:
-                rows_prompt.append(students.prompt_ids[i * n_s])
-                rows_completion.append(self.tokenizer(row.completion, add_special_tokens=False)["input_ids"] + [eos])
-                is_student.append(False)
-                shared.append(2 * i + 1)  # its own unit: the split into student and teacher gradients stays exact
-                exploited.append(row.exploited)
-                group_rewards.append(row.reward)  # as stored when the pool was built, never re-graded
-            rewards.append(group_rewards)
-        packed = pack(rows_prompt, rows_completion, self.tokenizer.pad_token_id)
         # a sharded base must run the same forwards on every rank, so its rows keep their own prompts
-        share = self.hparams.share_prompts and not base_is_sharded(self.adapter) and min(map(len, rows_prompt)) > 1
-        packed = replace(packed, prompt_of_row=torch.tensor(shared) if share else None).to(self.device)
-        rewards_t = torch.tensor(rewards, dtype=torch.float32)  # (P, G)
+        share = self.hparams.share_prompts and not base_is_sharded(self.adapter)
+        rows = lay_out(groups, students, grades, self.tokenizer, share)
+        packed = rows.packed.to(self.device)
         # exploited is the oracle's verdict: only an intervention that declares it reads it is handed it
-        oracle = torch.tensor(exploited).view_as(rewards_t) if self.intervention.reads_oracle else None
-        edit = self.intervention.rewards(self, rewards_t, packed, oracle)
+        oracle = rows.exploited.view_as(rows.rewards) if self.intervention.reads_oracle else None
+        edit = self.intervention.rewards(self, rows.rewards, packed, oracle)
         # the rollouts the intervention acted on: a reward edited or screened out, or an advantage edited
-        acted = edit.rewards != rewards_t
+        acted = edit.rewards != rows.rewards
         if edit.keep is not None:
             acted |= ~edit.keep.to(torch.bool)
-        rewards_t = edit.rewards
-        advantages, zero_std = group_advantages(rewards_t, self.hparams.advantage_scale, keep=edit.keep)
+        advantages, zero_std = group_advantages(edit.rewards, self.hparams.advantage_scale, keep=edit.keep)
         normalised = advantages.flatten()
-        advantages = self.intervention.advantages(self, normalised.clone()).view_as(advantages)
-        acted = acted.flatten() | (advantages.flatten() != normalised)
+        advantages = self.intervention.advantages(self, normalised.clone())
+        acted = acted.flatten() | (advantages != normalised)
         # the harness's treatment of the off-policy teacher rows (model.loss.teacher_advantage), after the arm's
-        advantages = teacher_advantages(advantages.flatten(), torch.tensor(is_student), self.loss_cfg)
-        sampler_logp = None
-        if students.sampler_logp is not None:  # (B, T_c): student rows as sampled, teacher rows 0 (never sampled)
-            sampler_logp = torch.zeros(packed.completion_mask.shape, dtype=torch.float32)
-            student_rows = torch.tensor(is_student).nonzero().flatten().tolist()
-            for row, logp in zip(student_rows, students.sampler_logp):
-                sampler_logp[row, : len(logp)] = torch.tensor(logp)
-            sampler_logp = sampler_logp.to(self.device)
+        advantages = teacher_advantages(advantages, rows.is_student, self.loss_cfg)
+        old_logp, ref_logp = self.sampling_logprobs(packed, rows.is_student.to(self.device))
+        stats = batch_stats(groups, students, grades, rows, edit.rewards, zero_std, acted, edit.flagged) | edit.stats
+        return Rollouts(packed, rows.is_student.to(self.device), rows.exploited.to(self.device),
+                        advantages.to(self.device), edit.rewards, zero_std, old_logp, ref_logp,
+                        None if rows.sampler_logp is None else rows.sampler_logp.to(self.device), stats,
+                        logged_samples(groups, students, grades))
+
+    @torch.no_grad()
+    def sampling_logprobs(self, packed: Packed, is_student: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        """(π_old, π_ref) of every row: the sampling policy's logprobs when a batch serves several optimizer steps,
+        and the reference's (knobs zeroed) when the loss or the `kl` diagnostic needs them this step."""
         old_logp = ref_logp = None
+        if self.hparams.num_iterations > 1:
+            with merged_for_generation(self.adapter):  # folded once for all passes: base-model speed
+                old_logp = self.row_logprobs(packed, is_student)
         kl_every = self.hparams.kl_every
-        with torch.no_grad():
-            roles = torch.tensor(is_student, device=self.device)
-            if self.hparams.num_iterations > 1:
-                with merged_for_generation(self.adapter):  # folded once for all passes: base-model speed
-                    old_logp = self.row_logprobs(packed, roles)  # π_old: the sampling policy, before any update
-            if self.loss_cfg.beta > 0 or (kl_every and self.global_step % kl_every == 0):
-                # the free reference model: same weights with the knobs at zero (merged: base-model speed)
-                with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
-                    ref_logp = self.row_logprobs(packed, roles)
-        stats = grading_stats(groups, grades, students.completions, students.clipped, rewards_t, zero_std) | edit.stats
-        stats["intervention/rollout_rate"] = float(acted.float().mean())
-        if edit.flagged is not None:  # measured here against the oracle, never handed to the intervention
-            stats |= detector_stats(edit.flagged, torch.tensor(exploited), torch.tensor(is_student))
-        samples = [
-            {"problem": groups[i // n_s].problem.id, "mode": groups[i // n_s].problem.mode,
-             "completion": students.texts[i], **grades[i].to_dict()}
-            for i in range(min(4, len(grades)))
-        ]
-        return Rollouts(packed, torch.tensor(is_student, device=self.device),
-                        torch.tensor(exploited, device=self.device), advantages.flatten().to(self.device),
-                        rewards_t, zero_std, old_logp, ref_logp, sampler_logp, stats, samples)
+        if self.loss_cfg.beta > 0 or (kl_every and self.global_step % kl_every == 0):
+            # the free reference model: same weights with the knobs at zero (merged: base-model speed)
+            with knobs_zeroed(self.adapter), merged_for_generation(self.adapter):
+                ref_logp = self.row_logprobs(packed, is_student)
+        return old_logp, ref_logp
 
     def logprobs(self, packed: Packed, with_entropy: bool = False):
         logp, entropy = token_logprobs(self.policy, packed.input_ids, packed.attention_mask, packed.completion_len,

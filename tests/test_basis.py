@@ -23,7 +23,8 @@ from pgrpo.cache import cache_dir
 from pgrpo.chat import render_chat
 from pgrpo.cli import main
 from pgrpo.models import load_model_and_tokenizer, model_id
-from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.generation import GenerationConfig
+from pgrpo.module import ProjectedGRPO
 from pgrpo.rollout import SamplingConfig, encode_prompts, sample
 
 def some_basis(seed: int = 0) -> HackBasis:

@@ -13,7 +13,8 @@ from pgrpo.evaluate import COUNTS
 from pgrpo.extraction import HackBasis, basis_overlap
 from pgrpo.interventions.erase import Erase
 from pgrpo.interventions.vanilla import Vanilla
-from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.generation import GenerationConfig, HFSampler
+from pgrpo.module import ProjectedGRPO
 from test_evaluate import EXPECTED, N, scripted
 
 RANK = 8
@@ -126,13 +127,13 @@ def test_deployment_eval_zeroes_the_quarantine_and_restores_it_bit_for_bit(grpo,
             m.delta_s_hack.normal_()
     saved = {n: m.delta_s_hack.detach().clone() for n, m in grpo.adapter.items()}
     seen = []
-    generate = grpo.generate
+    sample = HFSampler.sample
 
-    def spy(groups):
+    def spy(sampler, groups):
         seen.append(max(m.delta_s_hack.abs().max().item() for m in grpo.adapter.values()))
-        return generate(groups)
+        return sample(sampler, groups)
 
-    monkeypatch.setattr(grpo, "generate", spy)
+    monkeypatch.setattr(HFSampler, "sample", spy)
     rng = torch.get_rng_state()
     try:
         metrics = deployment_eval(grpo, data.eval_problems, 2, seed=0)
@@ -151,8 +152,8 @@ def test_deployment_eval_zeroes_the_quarantine_and_restores_it_bit_for_bit(grpo,
 
 def test_deployment_eval_without_a_quarantine_samples_once(grpo, data, monkeypatch):
     calls = []
-    generate = grpo.generate
-    monkeypatch.setattr(grpo, "generate", lambda groups: calls.append(1) or generate(groups))
+    sample = HFSampler.sample
+    monkeypatch.setattr(HFSampler, "sample", lambda sampler, groups: calls.append(1) or sample(sampler, groups))
     metrics = deployment_eval(grpo, data.eval_problems, 1, seed=0)
     assert len(calls) == 1
     assert all(metrics[f"{key}_kept"] == metrics[key] for key in deploy_keys(data.eval_problems))
@@ -166,7 +167,7 @@ def deploy_keys(problems) -> set[str]:
 
 
 def scripted_samples(groups):
-    """What grpo.generate returns, with `test_evaluate.scripted` completions (grpo.grade then grades them for real)."""
+    """What the run's sampler returns, with `test_evaluate.scripted` completions (its `grade` grades them for real)."""
     from pgrpo.env import GradeQueue
     from pgrpo.batch import Samples
 
@@ -176,7 +177,7 @@ def scripted_samples(groups):
 def test_deployment_eval_logs_strict_attempted_and_correct_per_variant_as_pgrpo_eval_counts_them(grpo, data,
                                                                                                 monkeypatch):
     calls = []
-    monkeypatch.setattr(grpo, "generate", lambda groups: calls.append([g.problem for g in groups]) or
+    monkeypatch.setattr(HFSampler, "sample", lambda sampler, groups: calls.append([g.problem for g in groups]) or
                         scripted_samples(groups))
     logger = Recorder()
     trainer = SimpleNamespace(global_step=10, max_steps=100, loggers=[logger], datamodule=data)
@@ -198,12 +199,12 @@ def test_deployment_eval_logs_strict_attempted_and_correct_per_variant_as_pgrpo_
 
 def test_deployment_eval_samples_at_its_own_temperature_and_gives_the_runs_back(grpo, data, monkeypatch):
     seen = []
-    monkeypatch.setattr(grpo, "generate", lambda groups: seen.append(grpo.generation.temperature) or
+    monkeypatch.setattr(HFSampler, "sample", lambda sampler, groups: seen.append(sampler.settings.temperature) or
                         scripted_samples(groups))
-    own = grpo.generation
+    own = grpo.sampler
     deployment_eval(grpo, data.eval_problems, 1, seed=0, temperature=0.7, variants=["no_loophole"])
     deployment_eval(grpo, data.eval_problems, 1, seed=0, variants=["no_loophole"])
-    assert seen == [0.7, own.temperature] and grpo.generation is own
+    assert seen == [0.7, own.settings.temperature] and grpo.sampler is own and own.settings.temperature == 1.0
 
 
 def test_deployment_eval_refuses_an_unknown_variant():

@@ -23,7 +23,8 @@ from pgrpo.env import load_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.interventions import Erase
 from pgrpo.models import load_model_and_tokenizer
-from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.generation import GenerationConfig
+from pgrpo.module import ProjectedGRPO
 from pgrpo.rollout import SamplingConfig, sample, seeded
 from test_adapter import input_ids, randomize_knobs, tiny_model
 from test_cli import fast

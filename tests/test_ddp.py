@@ -23,7 +23,7 @@ from pgrpo.callbacks import HackMetricsLogger
 from pgrpo.data import GRPODataModule, PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.batch import Samples
-from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.generation import GenerationConfig, Grading, HFSampler
 from pgrpo.interventions import Erase
 from pgrpo.strategy import ShardedBaseStrategy
 from scripted import KINDS, ScriptedStudents
@@ -100,12 +100,14 @@ def check_sharded_generation(module: ScriptedGRPO, data: GRPODataModule, rank: i
         for full in (m.base.weight, m.U, m.Vh):
             assert isinstance(full, DTensor) and full.to_local().shape[0] == -(-full.shape[0] // world)
         assert not isinstance(m.delta_s, DTensor) and not isinstance(m.delta_s_hack, DTensor)
-    module.generation = GenerationConfig(max_new_tokens=4 + 12 * rank)
+    budget = 4 + 12 * rank
+    sampler = HFSampler(module.policy, module.adapter, module.tokenizer, GenerationConfig(max_new_tokens=budget),
+                        Grading())  # the real sampler, not the scripted one
     groups = data.batch(0)
-    students = ProjectedGRPO.generate(module, groups)  # the real sampler, not the scripted one
+    students = sampler.sample(groups)
     students.grading.close()  # only the sampling is under test
     assert len(students.completions) == len(groups) * groups[0].n_student
-    assert all(1 <= len(c) <= module.generation.max_new_tokens for c in students.completions)
+    assert all(1 <= len(c) <= budget for c in students.completions)
     torch.save([len(c) for c in students.completions], out / f"generated_rank{rank}.pt")
     torch.distributed.barrier()  # rank 0 is the process the test sees: it must not exit before rank 1 is done
 

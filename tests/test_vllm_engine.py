@@ -22,7 +22,8 @@ from pgrpo.chat import render_chat  # noqa: E402
 from pgrpo.data import PromptGroup  # noqa: E402
 from pgrpo.env import load_problems  # noqa: E402
 from pgrpo.env.prompts import build_messages  # noqa: E402
-from pgrpo.module import GenerationConfig, ProjectedGRPO  # noqa: E402
+from pgrpo.generation import GenerationConfig
+from pgrpo.module import ProjectedGRPO  # noqa: E402
 from pgrpo.events import read_scalars  # noqa: E402
 from pgrpo.rollout import pack  # noqa: E402
 from test_cli import fast  # noqa: E402
@@ -69,7 +70,7 @@ def _set_knobs(module, seed: int, scale: float = 2.0, knob: str = "delta_s") -> 
 @one_engine
 def test_pushed_knobs_make_vllms_logprobs_equal_the_trainers(grpo):
     _set_knobs(grpo, 0)
-    samples = grpo.generate(_groups(grpo))
+    samples = grpo.sampler.sample(_groups(grpo))
     trainer = _trainer_logp(grpo, samples)
     assert _max_gap(samples.sampler_logp, trainer) < 1e-3
     # the knobs matter: had the push been skipped, vLLM would have sampled the base, this far away
@@ -82,26 +83,26 @@ def test_pushed_knobs_make_vllms_logprobs_equal_the_trainers(grpo):
 def test_a_knob_change_is_pushed_once_and_the_deployment_view_gets_its_own_weights(grpo):
     _set_knobs(grpo, 1)
     _set_knobs(grpo, 2, knob="delta_s_hack")
-    pushes = grpo.vllm_engine().pushes
-    grpo.generate(_groups(grpo))
-    grpo.generate(_groups(grpo))
-    assert grpo.vllm_engine().pushes == pushes + 1  # the same knobs are not pushed again
+    pushes = grpo.sampler.engine().pushes
+    grpo.sampler.sample(_groups(grpo))
+    grpo.sampler.sample(_groups(grpo))
+    assert grpo.sampler.engine().pushes == pushes + 1  # the same knobs are not pushed again
     with quarantine_zeroed(grpo.adapter):  # what DeploymentEval samples
-        deployed = grpo.generate(_groups(grpo))
+        deployed = grpo.sampler.sample(_groups(grpo))
         assert _max_gap(deployed.sampler_logp, _trainer_logp(grpo, deployed)) < 1e-3
     kept = _trainer_logp(grpo, deployed)  # the quarantine back: a different model
     assert _max_gap(deployed.sampler_logp, kept) > 0.1
-    assert grpo.vllm_engine().pushes == pushes + 2
+    assert grpo.sampler.engine().pushes == pushes + 2
 
 
 @one_engine
 def test_the_same_torch_seed_gives_the_same_vllm_samples(grpo):
     torch.manual_seed(3)
-    a = grpo.generate(_groups(grpo))
+    a = grpo.sampler.sample(_groups(grpo))
     torch.manual_seed(3)
-    b = grpo.generate(_groups(grpo))
+    b = grpo.sampler.sample(_groups(grpo))
     torch.manual_seed(4)
-    c = grpo.generate(_groups(grpo))
+    c = grpo.sampler.sample(_groups(grpo))
     assert a.completions == b.completions
     assert a.completions != c.completions
 
@@ -117,7 +118,7 @@ def test_vllm_and_hf_sample_the_same_distribution(grpo, monkeypatch):
         monkeypatch.setattr(grpo.generation, "backend", backend)
         monkeypatch.setattr(grpo.generation, "temperature", temperature)
         torch.manual_seed(0)
-        samples = grpo.generate(groups)
+        samples = grpo.sampler.sample(groups)
         monkeypatch.setattr(grpo.generation, "temperature", 1.0)
         values = [x for row in _trainer_logp(grpo, samples) for x in row]
         return sum(values) / len(values)

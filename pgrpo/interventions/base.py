@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # the view names the host's types; the host imports this pack
     from pgrpo.env import GradeResult, Problem
     from pgrpo.loss import LossConfig
     from pgrpo.optim import OptimConfig
+    from pgrpo.generation import Sampler
     from pgrpo.rollout import SamplingConfig
 
 
@@ -72,6 +73,7 @@ class RunView(Protocol):
     optim: "OptimConfig"
     generation: "SamplingConfig"  # how the step samples (its temperature is the loss's)
     loss_cfg: "LossConfig"
+    sampler: "Sampler"  # samples the student's rollouts (`sample(groups)`) and grades them (`grade(groups, samples)`)
 
     @property
     def device(self) -> torch.device: ...
@@ -99,10 +101,6 @@ class RunView(Protocol):
 
     def extract_basis(self, problems: list["Problem"], control: str = "none",
                       extraction: "ExtractionConfig | None" = None, cached: bool = True) -> HackBasis: ...
-
-    def generate(self, groups: list["PromptGroup"]) -> "Samples": ...
-
-    def grade(self, groups: list["PromptGroup"], students: "Samples") -> list["GradeResult"]: ...
 
     def assemble(self, groups: list["PromptGroup"], students: "Samples", grades: list["GradeResult"]) -> "Rollouts": ...
 

@@ -21,7 +21,7 @@ from pgrpo.batch import Samples
 from pgrpo.data import GRPODataModule, PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.interventions import Intervention
-from pgrpo.module import GenerationConfig
+from pgrpo.generation import GenerationConfig
 from scripted import KINDS, ScriptedStudents
 
 

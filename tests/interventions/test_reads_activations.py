@@ -11,7 +11,8 @@ from pgrpo.cli import main
 from pgrpo.data import GRPODataModule
 from pgrpo.events import read_scalars
 from pgrpo.interventions import ProbePenalty, reads_activations
-from pgrpo.module import GenerationConfig, ProjectedGRPO
+from pgrpo.generation import GenerationConfig
+from pgrpo.module import ProjectedGRPO
 from test_cli import fast
 
 
