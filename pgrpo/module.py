@@ -127,7 +127,7 @@ class ProjectedGRPO(L.LightningModule):
         self.optim = optim
         self.reward = reward
         intervention.check(self)
-        self.policy = None
+        self.policy: torch.nn.Module | None = None  # loaded by configure_model
         self.basis: HackBasis | None = None
         self._rollouts: Rollouts | None = None
         self.sampler: Sampler | None = None  # built with the policy

@@ -67,6 +67,24 @@ def test_backward_on_bf16_base_reaches_fp32_knobs():
         assert module.delta_s.grad.dtype == torch.float32 and module.delta_s.grad.abs().sum() > 0
 
 
+def test_backward_under_bf16_autocast_on_an_fp32_base_gives_the_knobs_their_gradient():
+    # TRL's bf16 training runs the forward under autocast: the backward used to meet a bf16 gradient with fp32
+    # weights ("expected m1 and m2 to have the same dtype")
+    model = tiny_model()
+    modules = attach_adapter(model)
+    randomize_knobs(modules)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(input_ids()).logits
+    logits.float().pow(2).mean().backward()
+    exact = {n: m.delta_s.grad.clone() for n, m in modules.items()}
+    for m in modules.values():
+        m.delta_s.grad = m.delta_s_hack.grad = None
+    model(input_ids()).logits.pow(2).mean().backward()
+    for name, m in modules.items():
+        assert m.delta_s.grad.dtype == torch.float32
+        torch.testing.assert_close(exact[name], m.delta_s.grad, atol=0.05 * float(m.delta_s.grad.abs().max()), rtol=0.1)
+
+
 def test_svd_buffers_carry_no_graph_and_are_contiguous():
     model = tiny_model()
     modules = attach_adapter(model)

@@ -18,7 +18,7 @@ def pins() -> dict[str, str]:
 
 def test_every_dependency_pyproject_declares_is_pinned_within_its_bounds():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = [*project["dependencies"], *(r for extra in ("dev", "docs", "smollm2")
+    declared = [*project["dependencies"], *(r for extra in ("dev", "docs", "smollm2", "trl")
                                            for r in project["optional-dependencies"][extra])]
     pinned = pins()
     for requirement in map(Requirement, declared):
