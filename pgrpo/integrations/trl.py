@@ -13,8 +13,8 @@ samples, scores and steps; pgrpo adds, at the points TRL's maintainers leave ope
 
 What cannot run here is refused, not faked: teacher rows (TRL samples every row of a group from the policy),
 an advantage weight read from each rollout's own gradient at every step (adv_gate: TRL's backward keeps no
-per-rollout gradient), and more than one process (the grades and the packed rows would have to be gathered with
-the rewards). What an intervention measures once before the first step (a placebo's strength, erase's start
+per-rollout gradient), more than one process (the grades and the packed rows would have to be gathered with the
+rewards), and TRL's vLLM sampling (its weight sync would hand vLLM the base weights, not the adapted ones). What an intervention measures once before the first step (a placebo's strength, erase's start
 rate) is measured by pgrpo's own step machinery on the same policy (`TRLRunView.calibrator`).
 
     pip install -e ".[trl]"
@@ -22,6 +22,8 @@ rate) is measured by pgrpo's own step machinery on the same policy (`TRLRunView.
     trainer.train()
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import lightning as L
@@ -152,6 +154,11 @@ class InterventionGRPOTrainer(GRPOTrainer):
         if type(intervention).advantage_weights is not Intervention.advantage_weights:
             raise NotHosted(f"{intervention.arm()} weights each rollout by its own gradient, which TRL's backward "
                             f"does not keep: run it with `pgrpo fit`")
+        if args.use_vllm:
+            raise NotHosted("GRPOConfig.use_vllm: TRL's weight sync sends the model's named parameters, and the SVD "
+                            "adapter keeps each Linear's weight as <name>.base.weight with its knobs apart, so vLLM "
+                            "would sample the base, not the policy: sample with TRL's transformers path here, or with "
+                            "vLLM in `pgrpo fit` (model.generation.backend: vllm), which pushes the folded weights")
         if args.max_grad_norm:
             raise ValueError(f"GRPOConfig.max_grad_norm={args.max_grad_norm}: set it to 0 and pass max_grad_norm "
                              f"here (the knobs' gradient is clipped after the intervention edits it, as in pgrpo)")
@@ -171,7 +178,8 @@ class InterventionGRPOTrainer(GRPOTrainer):
         packed = pack(encode_prompts(view.tokenizer, prompts), [list(ids) or [eos] for ids in completion_ids_list],
                       view.tokenizer.pad_token_id).to(view.device)
         exploited = torch.tensor([g.exploited for g in grades]).view_as(rewards)
-        edit = self.intervention.rewards(view, rewards, packed, exploited if self.intervention.reads_oracle else None)
+        with eval_mode(view.policy):
+            edit = self.intervention.rewards(view, rewards, packed, exploited if self.intervention.reads_oracle else None)
         edited = edit.rewards.clone().float()
         acted = edit.rewards != rewards  # the rollouts it acted on: a reward edited or screened out
         if edit.keep is not None:
@@ -189,7 +197,8 @@ class InterventionGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
-        out["advantages"] = self.intervention.advantages(self.view, out["advantages"].clone())
+        with eval_mode(self.view.policy):
+            out["advantages"] = self.intervention.advantages(self.view, out["advantages"].clone())
         return out
 
 
@@ -215,6 +224,18 @@ class KnobHooks(TrainerCallback):
         self.intervention.update(self.view, self.before)
 
 
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """The policy as pgrpo's hooks read it: in eval mode, as pgrpo's own trainer keeps it (no dropout, and no
+    activation checkpointing, whose recomputed forward a per-rollout gradient capture would count twice)."""
+    training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(training)
+
+
 def step_rates(grades: list[GradeResult]) -> dict[str, float]:
     """The step's hack and solve rates among the student's samples, as pgrpo's own trainer logs them."""
     n = max(1, len(grades))
@@ -222,21 +243,22 @@ def step_rates(grades: list[GradeResult]) -> dict[str, float]:
             "format/student": sum(g.format_ok for g in grades) / n}
 
 
-def build_trainer(intervention: Intervention, args: GRPOConfig, *, model: str = "embedded",
+def build_trainer(intervention: Intervention, args: GRPOConfig, *, model: str = "embedded", dtype: str = "float32",
                   prompts_per_step: int = 4, extraction: ExtractionConfig = ExtractionConfig(),
                   reward: RewardConfig = RewardConfig(), grade_timeout: float = FLOOR_S,
                   target_modules: tuple[str, ...] = DEFAULT_TARGETS, max_grad_norm: float | None = 1.0,
                   data: dict | None = None) -> InterventionGRPOTrainer:
     """A TRL GRPOTrainer on pgrpo's problems and grader, its policy the base with pgrpo's SVD adapter, V extracted
     (or read from the cache) as `pgrpo fit` does, and `intervention`'s hooks inside. `args.num_generations` is the
-    group size; a step is `prompts_per_step` groups. `data`: GRPODataModule's other settings (modes, problems)."""
+    group size; a step is `prompts_per_step` groups; `dtype` the base weights' (bfloat16 on a GPU).
+    `data`: GRPODataModule's other settings (modes, problems)."""
     if args.num_generations is None or args.max_completion_length is None:
         raise ValueError("GRPOConfig.num_generations and max_completion_length: set both (the group size and the "
                          "completion budget)")
     dm = GRPODataModule(model=model, group_size=args.num_generations, prompts_per_step=prompts_per_step,
                         reward=reward, mix_ratio=0.0, **(data or {}))
     dm.setup("fit")
-    policy, tokenizer = load_model_and_tokenizer(model)
+    policy, tokenizer = load_model_and_tokenizer(model, dtype)  # the knobs are fp32 whatever the base's dtype
     adapter = attach_adapter(policy, target_modules)
     for m in adapter.values():  # TRL's optimizer steps what has a gradient: the quarantine moves only by a hook
         m.delta_s_hack.requires_grad_(False)

@@ -11,7 +11,9 @@ pytest.importorskip("trl", reason='the TRL host needs TRL: pip install -e ".[trl
 from trl import GRPOConfig  # noqa: E402
 
 from pgrpo.integrations.trl import KnobHooks, NotHosted, build_trainer  # noqa: E402
-from pgrpo.interventions import AdvGate, AdvShortcut, Erase, GtPenalty, GtScreen, ProbePenalty, Vanilla  # noqa: E402
+from pgrpo.interventions import (  # noqa: E402
+    AdvGate, AdvShortcut, AdvShortcutV, Erase, GtPenalty, GtScreen, ProbePenalty, Route, Vanilla,
+)
 from pgrpo.projection import grad_hack_fraction  # noqa: E402
 
 STEPS = 5
@@ -27,8 +29,11 @@ def config(tmp_path, **changes) -> GRPOConfig:
     return GRPOConfig(**(settings | changes))
 
 
-@pytest.mark.parametrize("intervention", [ProbePenalty(), GtScreen(), GtPenalty(), AdvShortcut(), Erase()],
-                         ids=lambda i: i.arm())
+# reward-level (a detector, the oracle skylines), advantage-level (adv_shortcut, adv_shortcut_v: its per-rollout
+# gradients are read with TRL's activation checkpointing on, which would count each forward twice), gradient- and
+# update-level (erase, route)
+@pytest.mark.parametrize("intervention", [ProbePenalty(), GtScreen(), GtPenalty(), AdvShortcut(), AdvShortcutV(),
+                                          Erase(), Route()], ids=lambda i: i.arm())
 def test_each_level_of_intervention_trains_five_steps_inside_trl_and_logs_its_rates(intervention, tmp_path):
     torch.manual_seed(0)
     trainer = build_trainer(intervention, config(tmp_path), prompts_per_step=1)
@@ -75,5 +80,7 @@ def test_the_trl_host_gives_the_hooks_every_member_of_the_runs_view(tmp_path):
 def test_what_trl_cannot_host_is_refused_with_the_reason(tmp_path):
     with pytest.raises(NotHosted, match="adv_gate weights each rollout by its own gradient"):
         build_trainer(AdvGate(), config(tmp_path), prompts_per_step=1)
+    with pytest.raises(NotHosted, match="vLLM would sample the base, not the policy"):
+        build_trainer(Vanilla(), config(tmp_path, use_vllm=True), prompts_per_step=1)
     with pytest.raises(ValueError, match="GRPOConfig.max_grad_norm=1.0: set it to 0"):
         build_trainer(Vanilla(), config(tmp_path, max_grad_norm=1.0), prompts_per_step=1)

@@ -1,0 +1,80 @@
+"""The TRL host beside pgrpo's own trainer on the embedded default (docs/scale.md): one intervention's hack rate over
+steps in both, and what a step costs in each. Figures to read, not a test.
+
+    pgrpo sweep --name trl_host --arms '[probe_penalty+no_teacher]' --seeds '[0, 1, 2]' \\
+        --overrides '[--trainer.max_steps=60, --end_eval.samples_per_problem=0]' --threads 1 --workers 1
+    OMP_NUM_THREADS=1 python -m benchmarks.trl_host run --arm ProbePenalty --seeds '[0, 1, 2]' --steps 60
+    python -m benchmarks.trl_host compare       # the table in docs/scale.md
+
+The TRL side runs what configs/embedded.yaml with no_teacher.yaml states for pgrpo: groups of 8 student samples,
+4 prompts a step, 128 new tokens at temperature 1, AdamW at a constant lr of 3e-2, Dr.GRPO with beta 0, the
+gradient clipped to 1 after the intervention. TRL has no teacher rows, so the pgrpo side runs without them too.
+The two sample different prompts in a different order (TRL's sampler shuffles its dataset), so the comparison
+is of trends within the seed spread, not of steps.
+"""
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from jsonargparse import auto_cli
+
+from pgrpo.events import HACK, find_runs
+
+LOGS = Path("logs/trl_host")
+WINDOW = 10  # steps averaged at the start and the end of a run
+
+
+def run(arm: str = "ProbePenalty", seeds: list[int] = [0], steps: int = 60, logs: Path = LOGS) -> None:
+    """Train `arm` (an intervention's class, pgrpo.interventions.<arm>) inside TRL's GRPOTrainer, one run per seed;
+    each run's per-step hack rate and step time go to <logs>/trl/<arm>/seed<k>.json."""
+    from trl import GRPOConfig
+
+    from pgrpo.integrations.trl import build_trainer
+    from pgrpo.interventions.catalog import arms
+
+    for seed in seeds:
+        out = logs / "trl" / arm / f"seed{seed}.json"
+        if out.exists():
+            print(f"{out}: done")
+            continue
+        torch.manual_seed(seed)
+        args = GRPOConfig(output_dir=str(out.parent / f"seed{seed}"), max_steps=steps, per_device_train_batch_size=32,
+                          num_generations=8, max_completion_length=128, temperature=1.0, top_k=0, learning_rate=3e-2,
+                          lr_scheduler_type="constant", beta=0.0, loss_type="dr_grpo", scale_rewards="none",
+                          max_grad_norm=0.0, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                          logging_steps=1, seed=seed, disable_tqdm=True)
+        start = time.perf_counter()
+        trainer = build_trainer(arms()[arm](), args, prompts_per_step=4, max_grad_norm=1.0)
+        trainer.train()
+        logged = [log for log in trainer.state.log_history if HACK in log]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"hack": [log[HACK] for log in logged],
+                                   "step_s": [log["step_time"] for log in logged],
+                                   "seconds": time.perf_counter() - start}))
+        print(f"{out}: {steps} steps in {time.perf_counter() - start:.0f} s")
+
+
+def compare(arm: str = "ProbePenalty", pgrpo_arm: str = "probe_penalty+no_teacher", logs: Path = LOGS) -> None:
+    """Each run's hack rate over its first and last WINDOW steps, and its median step time, TRL beside pgrpo."""
+    rows = []
+    for r in find_runs(logs):
+        if r.arm == pgrpo_arm:
+            hack = [v for _, v in r.scalars[HACK]]
+            phases = [tag for tag in r.scalars if tag.startswith("time/")]
+            step_s = [sum(vals) for vals in zip(*([v for _, v in r.scalars[t]] for t in phases))]
+            rows.append(("pgrpo", r.seed, hack, step_s))
+    for path in sorted((logs / "trl" / arm).glob("seed*.json")):
+        data = json.loads(path.read_text())
+        rows.append(("TRL", path.stem, data["hack"], data["step_s"]))
+    print(f"| host | seed | hack, steps 0–{WINDOW - 1} | hack, last {WINDOW} steps | median step (s) |")
+    print("|---|---|---|---|---|")
+    for host, seed, hack, step_s in rows:
+        print(f"| {host} | {seed} | {statistics.mean(hack[:WINDOW]):.3f} | {statistics.mean(hack[-WINDOW:]):.3f} | "
+              f"{statistics.median(step_s):.2f} |")
+
+
+if __name__ == "__main__":
+    auto_cli([run, compare])
