@@ -5,6 +5,7 @@ steps in both, and what a step costs in each. Figures to read, not a test.
         --overrides '[--trainer.max_steps=60, --end_eval.samples_per_problem=0]' --threads 1 --workers 1
     OMP_NUM_THREADS=1 python -m benchmarks.trl_host run --arm ProbePenalty --seeds '[0, 1, 2]' --steps 60
     python -m benchmarks.trl_host compare       # the table in docs/scale.md
+    python -m benchmarks.trl_host timing        # a step's cost in each, on an otherwise idle machine
 
 The TRL side runs what configs/embedded.yaml with no_teacher.yaml states for pgrpo: groups of 8 student samples,
 4 prompts a step, 128 new tokens at temperature 1, AdamW at a constant lr of 3e-2, Dr.GRPO with beta 0, the
@@ -76,5 +77,56 @@ def compare(arm: str = "ProbePenalty", pgrpo_arm: str = "probe_penalty+no_teache
               f"{statistics.median(step_s):.2f} |")
 
 
+def timing(steps: int = 10, rounds: int = 2, logs: Path = LOGS / "timing") -> None:
+    """What a step costs in pgrpo's own trainer against TRL's on the same work: vanilla, the shapes above, no
+    teacher rows, TRL's activation checkpointing off (pgrpo does not recompute). Whole runs of `steps` steps
+    alternate, `rounds` times each, so that load drifting over time falls on both; the first step (warm-up) is left
+    out. Prints each host's median step time and seconds per generated token, and their ratio."""
+    import subprocess
+    import sys
+
+    from trl import GRPOConfig
+
+    from pgrpo.events import read_scalars
+    from pgrpo.integrations.trl import build_trainer
+    from pgrpo.interventions import Vanilla
+
+    step_s: dict[str, list[float]] = {"pgrpo": [], "TRL": []}
+    token_s: dict[str, list[float]] = {"pgrpo": [], "TRL": []}
+    for i in range(rounds):
+        name = f"pgrpo{i}"
+        subprocess.run([sys.executable, "-m", "pgrpo.cli", "fit", "--config", "configs/vanilla.yaml", "--config",
+                        "configs/no_teacher.yaml", f"--trainer.max_steps={steps}", "--end_eval.samples_per_problem=0",
+                        f"--trainer.logger.init_args.save_dir={logs}", f"--trainer.logger.init_args.name={name}"],
+                       check=True, capture_output=True)
+        scalars = read_scalars(next((logs / name).glob("version_*")))
+        phases = [tag for tag in scalars if tag.startswith("time/")]
+        per_step = [sum(vals) for vals in zip(*([v for _, v in scalars[t]] for t in phases))][1:]
+        lengths = [v for _, v in scalars["completions/mean_length"]][1:]
+        step_s["pgrpo"] += per_step
+        token_s["pgrpo"] += [s / (32 * n) for s, n in zip(per_step, lengths)]
+
+        torch.manual_seed(0)
+        args = GRPOConfig(output_dir=str(logs / f"trl{i}"), max_steps=steps, per_device_train_batch_size=32,
+                          num_generations=8, max_completion_length=128, temperature=1.0, top_k=0, learning_rate=3e-2,
+                          lr_scheduler_type="constant", beta=0.0, loss_type="dr_grpo", scale_rewards="none",
+                          max_grad_norm=0.0, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                          logging_steps=1, seed=0, disable_tqdm=True, gradient_checkpointing=False)
+        trainer = build_trainer(Vanilla(), args, prompts_per_step=4, max_grad_norm=1.0)
+        trainer.train()
+        logged = [log for log in trainer.state.log_history if HACK in log][1:]
+        step_s["TRL"] += [log["step_time"] for log in logged]
+        token_s["TRL"] += [log["step_time"] / (32 * log["completions/mean_length"]) for log in logged]
+    median = {host: statistics.median(v) for host, v in step_s.items()}
+    per_token = {host: statistics.median(v) for host, v in token_s.items()}
+    print(f"torch threads {torch.get_num_threads()}; {rounds} rounds of {steps} steps each, the first step left out")
+    print("| host | median step (s) | ms per generated token |")
+    print("|---|---|---|")
+    for host in step_s:
+        print(f"| {host} | {median[host]:.2f} | {1000 * per_token[host]:.2f} |")
+    print(f"TRL / pgrpo: {median['TRL'] / median['pgrpo']:.2f}x a step, "
+          f"{per_token['TRL'] / per_token['pgrpo']:.2f}x a generated token")
+
+
 if __name__ == "__main__":
-    auto_cli([run, compare])
+    auto_cli([run, compare, timing])

@@ -83,8 +83,8 @@ class ProjectedGRPO(L.LightningModule):
             dtype: base weights' dtype (float32 | bfloat16 | float16); the knobs are always fp32.
             target_modules: Linear attribute names that get the SVD adapter.
             max_rank: keep only the top singular directions per Linear (None keeps all).
-            intervention: how the run fights hacking (pgrpo/interventions/): Vanilla (measure V only), Erase, Route,
-                AdvGate, or an oracle skyline (GtScreen, GtPenalty), by class_path and init_args.
+            intervention: how the run fights hacking, by class_path and init_args: any class of
+                pgrpo/interventions/ (docs/configs.md lists each with its knobs; Vanilla measures V only).
             extraction: how V is built (pairs source, k, tau_axis, noise floor, held-out pairs).
             loss: PPO clip range, KL estimator and beta, reduction (drgrpo | grpo).
             advantage_scale: "none" (Dr.GRPO, A = R − mean), "group" (÷ group std), "batch" (÷ batch std).
