@@ -42,7 +42,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev]"
+	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[dev,trl]"
 	touch $@
 
 # newer versions on purpose: every extra re-resolved at its newest (torch held at TORCH_SPEC), written back
