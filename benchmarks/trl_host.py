@@ -58,23 +58,27 @@ def run(arm: str = "ProbePenalty", seeds: list[int] = [0], steps: int = 60, logs
         print(f"{out}: {steps} steps in {time.perf_counter() - start:.0f} s")
 
 
-def compare(arm: str = "ProbePenalty", pgrpo_arm: str = "probe_penalty+no_teacher", logs: Path = LOGS) -> None:
-    """Each run's hack rate over its first and last WINDOW steps, and its median step time, TRL beside pgrpo."""
-    rows = []
-    for r in find_runs(logs):
-        if r.arm == pgrpo_arm:
-            hack = [v for _, v in r.scalars[HACK]]
-            phases = [tag for tag in r.scalars if tag.startswith("time/")]
-            step_s = [sum(vals) for vals in zip(*([v for _, v in r.scalars[t]] for t in phases))]
-            rows.append(("pgrpo", r.seed, hack, step_s))
-    for path in sorted((logs / "trl" / arm).glob("seed*.json")):
-        data = json.loads(path.read_text())
-        rows.append(("TRL", path.stem, data["hack"], data["step_s"]))
-    print(f"| host | seed | hack, steps 0–{WINDOW - 1} | hack, last {WINDOW} steps | median step (s) |")
-    print("|---|---|---|---|---|")
-    for host, seed, hack, step_s in rows:
-        print(f"| {host} | {seed} | {statistics.mean(hack[:WINDOW]):.3f} | {statistics.mean(hack[-WINDOW:]):.3f} | "
-              f"{statistics.median(step_s):.2f} |")
+def compare(arms: list[str] = ["Vanilla=vanilla+no_teacher", "ProbePenalty=probe_penalty+no_teacher"],
+            logs: Path = LOGS) -> None:
+    """Each run's hack rate over its first and last WINDOW steps, and its median step time, TRL beside pgrpo.
+    `arms`: TRL's arm (an intervention class) = the pgrpo sweep's arm that runs the same."""
+    runs = find_runs(logs)
+    print(f"| arm | host | seed | hack, steps 0–{WINDOW - 1} | hack, last {WINDOW} steps | median step (s) |")
+    print("|---|---|---|---|---|---|")
+    for pair in arms:
+        trl_arm, pgrpo_arm = pair.split("=")
+        rows = []
+        for r in runs:
+            if r.arm == pgrpo_arm:
+                phases = [tag for tag in r.scalars if tag.startswith("time/")]
+                step_s = [sum(vals) for vals in zip(*([v for _, v in r.scalars[t]] for t in phases))]
+                rows.append(("pgrpo", r.seed, [v for _, v in r.scalars[HACK]], step_s))
+        for path in sorted((logs / "trl" / trl_arm).glob("seed*.json")):
+            data = json.loads(path.read_text())
+            rows.append(("TRL", path.stem, data["hack"], data["step_s"]))
+        for host, seed, hack, step_s in rows:
+            print(f"| {pgrpo_arm} | {host} | {seed} | {statistics.mean(hack[:WINDOW]):.3f} | "
+                  f"{statistics.mean(hack[-WINDOW:]):.3f} | {statistics.median(step_s):.2f} |")
 
 
 def timing(steps: int = 10, rounds: int = 2, logs: Path = LOGS / "timing") -> None:
