@@ -22,7 +22,7 @@ STEPS = 5
 def config(tmp_path, **changes) -> GRPOConfig:
     """One prompt of 4 samples a step, pgrpo's loss (Dr.GRPO, beta 0), TRL's own clip off."""
     settings = dict(output_dir=str(tmp_path), max_steps=STEPS, per_device_train_batch_size=4, num_generations=4,
-                    max_completion_length=48, temperature=1.0, top_k=0, learning_rate=3e-2,
+                    max_completion_length=16, temperature=1.0, top_k=0, learning_rate=3e-2,
                     lr_scheduler_type="constant", beta=0.0, loss_type="dr_grpo", scale_rewards="none",
                     max_grad_norm=0.0, use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=1,
                     seed=0)
