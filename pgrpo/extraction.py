@@ -237,6 +237,12 @@ def extract_basis(
     for name in sorted(g_hack):
         if g_hack[name].shape != g_clean[name].shape or g_hack[name].shape[0] != n_pairs:
             raise ValueError(f"{name}: g_hack {tuple(g_hack[name].shape)} vs g_clean {tuple(g_clean[name].shape)}")
+        for side, grads in (("hack", g_hack), ("clean", g_clean)):
+            broken = (~torch.isfinite(grads[name]).all(1)).nonzero().flatten().tolist()
+            if broken:  # an SVD of them fails to converge, which names neither the module nor the pairs
+                raise ValueError(f"{name}: the gradients of the {side} completions of pairs {broken[:8]} "
+                                 f"({len(broken)} of {n_pairs}) are not finite: the model's forward or backward made "
+                                 f"a NaN or inf there")
         diff = (g_hack[name][:n_train] - g_clean[name][:n_train]).float()  # (n_train, r)
         _, singular, vh = torch.linalg.svd(diff, full_matrices=False)
         rows, singular = vh[:k], singular[:k]  # (k, r), (k,)

@@ -6,6 +6,7 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 from pgrpo.hf_compat import cache_name
@@ -49,6 +50,11 @@ def group_advantages(rewards: Tensor, scale: AdvantageScale = "none", eps: float
     advantages = advantages.masked_fill(zero_std[:, None] | ~keep, 0.0)
     return advantages, zero_std
 
+# The attention kernels a forward that will be differentiated may use: every one but cuDNN's, whose backward returns
+# NaN for some sequence lengths (T % 128 == 64) when a padding mask is passed, in bf16 and fp16 on H100/H200, from
+# torch 2.11 on (pytorch#196678; the GPU check met it: docs/performance.md). The others compute the same function.
+GRADIENT_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
 
 def token_logprobs(
     model: nn.Module,
@@ -89,23 +95,24 @@ def token_logprobs(
     split = seq_len - logits_to_keep - 1  # the prompt without its last token, which predicts the first completion token
     if prompt_of_row is not None and split < 1:
         raise ValueError("prompt_of_row needs prompts of at least two tokens: a one-token prompt has nothing to share")
-    if prompt_of_row is None:
-        hidden = _decoder_states(model, input_ids, attention_mask, position_ids)[:, -logits_to_keep - 1 : -1]
-    else:
-        units, row_unit = torch.unique(prompt_of_row, return_inverse=True)  # (U,), (B,)
-        first = torch.full_like(units, batch).scatter_reduce(0, row_unit, torch.arange(batch, device=units.device),
-                                                             "amin")  # (U,): each unit's first row
-        prefix = slice(None, split)
-        shared = first[row_unit]
-        if not (torch.equal(input_ids[shared, prefix], input_ids[:, prefix])
-                and torch.equal(attention_mask[shared, prefix], attention_mask[:, prefix])):
-            raise ValueError("prompt_of_row joins rows whose prompts differ")
-        past = getattr(model(input_ids=input_ids[first, prefix], attention_mask=attention_mask[first, prefix],
-                             position_ids=position_ids[first, prefix], use_cache=True,
-                             logits_to_keep=_no_logits(input_ids)), cache_name(model))
-        past.batch_select_indices(row_unit.to(input_ids.device))  # every row reads its unit's keys and values
-        suffix = slice(split, -1)  # (B, T_c): the prompt's last token and the completion but its last token
-        hidden = _decoder_states(model, input_ids[:, suffix], attention_mask[:, :-1], position_ids[:, suffix], past)
+    with sdpa_kernel(GRADIENT_ATTENTION):  # the backward runs the kernel its forward chose
+        if prompt_of_row is None:
+            hidden = _decoder_states(model, input_ids, attention_mask, position_ids)[:, -logits_to_keep - 1 : -1]
+        else:
+            units, row_unit = torch.unique(prompt_of_row, return_inverse=True)  # (U,), (B,)
+            first = torch.full_like(units, batch).scatter_reduce(0, row_unit, torch.arange(batch, device=units.device),
+                                                                 "amin")  # (U,): each unit's first row
+            prefix = slice(None, split)
+            shared = first[row_unit]
+            if not (torch.equal(input_ids[shared, prefix], input_ids[:, prefix])
+                    and torch.equal(attention_mask[shared, prefix], attention_mask[:, prefix])):
+                raise ValueError("prompt_of_row joins rows whose prompts differ")
+            past = getattr(model(input_ids=input_ids[first, prefix], attention_mask=attention_mask[first, prefix],
+                                 position_ids=position_ids[first, prefix], use_cache=True,
+                                 logits_to_keep=_no_logits(input_ids)), cache_name(model))
+            past.batch_select_indices(row_unit.to(input_ids.device))  # every row reads its unit's keys and values
+            suffix = slice(split, -1)  # (B, T_c): the prompt's last token and the completion but its last token
+            hidden = _decoder_states(model, input_ids[:, suffix], attention_mask[:, :-1], position_ids[:, suffix], past)
     targets = input_ids[:, -logits_to_keep:]  # (B, T_c)
     head = model.get_output_embeddings()
 

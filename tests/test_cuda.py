@@ -24,6 +24,7 @@ from pgrpo.env.prompts import build_messages
 from pgrpo.interventions import Erase
 from pgrpo.models import load_model_and_tokenizer
 from pgrpo.generation import GenerationConfig
+from pgrpo.loss import token_logprobs
 from pgrpo.module import ProjectedGRPO
 from pgrpo.rollout import SamplingConfig, sample, seeded
 from test_adapter import input_ids, randomize_knobs, tiny_model
@@ -92,33 +93,62 @@ def test_generation_with_the_adapter_merged_on_the_device_samples_what_the_unmer
 @pytest.mark.parametrize("arm", FAMILIES)
 def test_a_step_of_each_intervention_family_on_the_device_checkpoints_and_resumes_exactly(arm, tmp_path):
     main(fast(arm, tmp_path / "whole", 2, *ON_DEVICE))
+    main(fast(arm, tmp_path / "again", 2, *ON_DEVICE))
     main(fast(arm, tmp_path / "short", 1, *ON_DEVICE))
     main(fast(arm, tmp_path / "short", 2, *ON_DEVICE, "--ckpt_path=last"))
-    whole, resumed = (torch.load(tmp_path / run / arm / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
-                      for run in ("whole", "short"))
+    whole, again, resumed = (
+        torch.load(tmp_path / run / arm / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)
+        for run in ("whole", "again", "short"))
     assert whole["global_step"] == resumed["global_step"] == 2
+    # a GPU's attention backward may add in a different order from run to run (the H100 check found resumed knobs
+    # off in the last bits): a resume must then differ from the whole run no more than a second whole run does
+    noise = max(float((again["state_dict"][k] - v).abs().max()) for k, v in whole["state_dict"].items())
     for key, value in whole["state_dict"].items():
         assert value.device.type == "cpu"  # a checkpoint loads on a machine without the device
-        torch.testing.assert_close(resumed["state_dict"][key], value, rtol=0, atol=0, msg=key)
+        torch.testing.assert_close(resumed["state_dict"][key], value, rtol=0, atol=4 * noise, msg=lambda m: f"{key}: "
+                                   f"{m} (two whole runs differ by at most {noise:.2e})")
     moved = sum(float(v.abs().sum()) for v in whole["state_dict"].values())
     assert moved > 0
 
 
+class WhereTheyLive(L.Callback):
+    """Where V, the knobs and the optimizer state are during the run: Lightning moves them to the CPU at its end."""
+
+    def on_train_batch_end(self, trainer, module, *_):
+        self.v = {t.device.type for t in module.basis.V.values()}
+        self.adapter = {p.device.type for m in module.adapter.values() for p in (m.delta_s, m.delta_s_hack, m.U, m.Vh)}
+        self.optimizer = {t.device.type for s in trainer.optimizers[0].state.values() for t in s.values()
+                          if isinstance(t, torch.Tensor) and t.dim() > 0}  # Adam's step counter is a host scalar
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_v_the_knobs_and_the_optimizer_state_live_on_the_device_after_a_step(dtype, tmp_path):
+def test_v_the_knobs_and_the_optimizer_state_live_on_the_device_during_a_step(dtype, tmp_path):
     module = ProjectedGRPO(dtype=dtype, intervention=Erase(), generation=GenerationConfig(max_new_tokens=16))
     data = GRPODataModule(seed=0, group_size=4, prompts_per_step=2)
+    where = WhereTheyLive()
     trainer = L.Trainer(accelerator=ACCELERATOR, devices=1, max_steps=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        callbacks=[where])
     trainer.fit(module, data)
     device = torch.device(DEVICE).type
-    assert {t.device.type for t in module.basis.V.values()} == {device}
-    assert {p.device.type for m in module.adapter.values() for p in (m.delta_s, m.delta_s_hack, m.U, m.Vh)} == {device}
+    assert where.v == where.adapter == where.optimizer == {device}
     assert {m.U.dtype for m in module.adapter.values()} == {getattr(torch, dtype)}
-    state = [t for s in trainer.optimizers[0].state.values() for t in s.values()
-             if isinstance(t, torch.Tensor) and t.dim() > 0]  # Adam's step counter is a host scalar
-    assert state and {t.device.type for t in state} == {device}
     assert all(torch.isfinite(m.delta_s).all() for m in module.adapter.values())
+
+
+@pytest.mark.parametrize("length", [192, 320])
+def test_a_padded_bf16_backward_through_attention_gives_finite_knob_gradients(length):
+    # cuDNN's attention backward gave NaN at T % 128 == 64 under a padding mask on the H100 (pytorch#196678): V's
+    # clean-side gradients were all NaN. token_logprobs keeps its forwards off that kernel.
+    policy, _ = load_model_and_tokenizer("embedded", "bfloat16", device=DEVICE)
+    adapter = attach_adapter(policy)
+    ids = torch.randint(3, policy.config.vocab_size, (4, length), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, :40], mask[2, :7], mask[3, -5:] = 0, 0, 0  # left-padded prompts (fully masked rows), a short completion
+    with torch.enable_grad():
+        logp, _ = token_logprobs(policy, ids.to(DEVICE), mask.to(DEVICE), 64)
+        (logp * mask[:, -64:].to(DEVICE)).sum().backward()
+    assert all(torch.isfinite(m.delta_s.grad).all() for m in adapter.values())
 
 
 def test_a_device_runs_checkpoint_exports_and_evaluates_on_the_device(tmp_path):

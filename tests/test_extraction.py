@@ -185,6 +185,17 @@ def test_bad_inputs_name_the_problem():
         HackBasis({"m": torch.eye(2)}, {"m": torch.ones(2)}, {"k": 3})
 
 
+
+def test_non_finite_gradients_name_the_module_the_side_and_the_pairs_instead_of_failing_the_svd():
+    # on a GPU, V's clean-side gradients came back all NaN and the SVD failed to converge, naming nothing
+    g_hack, g_clean = torch.randn(6, 3), torch.randn(6, 3)
+    g_clean[[1, 4]] = float("nan")
+    with pytest.raises(ValueError, match=r"q_proj: the gradients of the clean completions of pairs \[1, 4\] \(2 of 6\)"):
+        extract_basis({"q_proj": g_hack}, {"q_proj": g_clean}, k=1)
+    g_hack[5, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"the hack completions of pairs \[5\]"):
+        extract_basis({"q_proj": g_hack}, {"q_proj": torch.randn(6, 3)}, k=1, n_heldout=2)
+
 def completion_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     ids = torch.randint(1, 64, (5, 8), generator=torch.Generator().manual_seed(3))
     attention = torch.ones_like(ids)

@@ -247,3 +247,18 @@ def test_the_drgrpo_reduction_needs_the_generation_budget_and_is_no_loss_knob():
     for budget in (None, 0):
         with pytest.raises(ValueError, match="max_new_tokens"):
             grpo_loss(torch.zeros(1, 2), None, None, torch.zeros(1), torch.ones(1, 2), LossConfig(), max_new_tokens=budget)
+
+
+def test_forwards_that_will_be_differentiated_never_choose_cudnn_attention():
+    # cuDNN's attention backward returns NaN under a padding mask at some lengths on H100/H200 (pytorch#196678):
+    # the GPU check found V's gradients all NaN in bf16. The kernel is chosen in the forward, so it is excluded there.
+    model = tiny_model()
+    ids, mask = padded_batch()
+    seen = []
+    model.model.layers[0].self_attn.register_forward_pre_hook(
+        lambda *_: seen.append(torch.backends.cuda.cudnn_sdp_enabled()))
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # the process-wide default is left as it is
+    token_logprobs(model, ids, mask, 4)
+    token_logprobs(model, ids, mask, 4, prompt_of_row=torch.tensor([0, 1, 2]))
+    assert seen and not any(seen)
+    assert torch.backends.cuda.cudnn_sdp_enabled()

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 import lightning as L
 import torch
 from torch import Tensor, nn
+from torch.nn.attention import sdpa_kernel
 
 from pgrpo.adapter import DEFAULT_TARGETS, SVDAdapterLinear, attach_adapter
 from pgrpo.batch import detector_stats
@@ -43,7 +44,7 @@ from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.extraction import HackBasis
 from pgrpo.generation import GenerationConfig, Grading, HFSampler, Sampler
 from pgrpo.interventions.base import Intervention
-from pgrpo.loss import LossConfig
+from pgrpo.loss import GRADIENT_ATTENTION, LossConfig
 from pgrpo.models import hack_openings, load_model_and_tokenizer, model_id
 from pgrpo.module import ProjectedGRPO
 from pgrpo.optim import OptimConfig
@@ -169,6 +170,12 @@ class InterventionGRPOTrainer(GRPOTrainer):
             raise NotHosted("pgrpo's hooks inside TRL run in one process: the grades and the packed rows are not "
                             "gathered with the rewards")
         self.add_callback(KnobHooks(intervention, view, max_grad_norm))
+
+    def training_step(self, *args, **kwargs):
+        # TRL's forward, its backward and what activation checkpointing recomputes stay off the attention kernel
+        # whose backward gives NaN on H100/H200 in bf16 (pgrpo.loss.GRADIENT_ATTENTION says when)
+        with sdpa_kernel(GRADIENT_ATTENTION):
+            return super().training_step(*args, **kwargs)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         graded = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)  # (B, 1)

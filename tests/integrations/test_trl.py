@@ -37,7 +37,11 @@ def config(tmp_path, **changes) -> GRPOConfig:
 def test_each_level_of_intervention_trains_five_steps_inside_trl_and_logs_its_rates(intervention, tmp_path):
     torch.manual_seed(0)
     trainer = build_trainer(intervention, config(tmp_path), prompts_per_step=1)
+    cudnn_attention = []  # whether TRL's differentiated forwards could pick cuDNN's attention (pytorch#196678)
+    trainer.view.policy.model.layers[0].self_attn.register_forward_pre_hook(
+        lambda *_: cudnn_attention.append(torch.backends.cuda.cudnn_sdp_enabled()) if torch.is_grad_enabled() else None)
     trainer.train()
+    assert cudnn_attention and not any(cudnn_attention)
     steps = [log for log in trainer.state.log_history if "hack/student" in log]
     assert len(steps) == STEPS
     for log in steps:
