@@ -58,6 +58,12 @@ def run(arm: str = "ProbePenalty", seeds: list[int] = [0], steps: int = 60, logs
         print(f"{out}: {steps} steps in {time.perf_counter() - start:.0f} s")
 
 
+def step_seconds(scalars: dict) -> list[float]:
+    """Each step's seconds in a pgrpo run: the sum of its logged phases (time/*)."""
+    phases = [tag for tag in scalars if tag.startswith("time/")]
+    return [sum(vals) for vals in zip(*([v for _, v in scalars[t]] for t in phases))]
+
+
 def compare(arms: list[str] = ["Vanilla=vanilla+no_teacher", "ProbePenalty=probe_penalty+no_teacher"],
             logs: Path = LOGS) -> None:
     """Each run's hack rate over its first and last WINDOW steps, and its median step time, TRL beside pgrpo.
@@ -70,9 +76,7 @@ def compare(arms: list[str] = ["Vanilla=vanilla+no_teacher", "ProbePenalty=probe
         rows = []
         for r in runs:
             if r.arm == pgrpo_arm:
-                phases = [tag for tag in r.scalars if tag.startswith("time/")]
-                step_s = [sum(vals) for vals in zip(*([v for _, v in r.scalars[t]] for t in phases))]
-                rows.append(("pgrpo", r.seed, [v for _, v in r.scalars[HACK]], step_s))
+                rows.append(("pgrpo", r.seed, [v for _, v in r.scalars[HACK]], step_seconds(r.scalars)))
         for path in sorted((logs / "trl" / trl_arm).glob("seed*.json")):
             data = json.loads(path.read_text())
             rows.append(("TRL", path.stem, data["hack"], data["step_s"]))
@@ -104,8 +108,7 @@ def timing(steps: int = 10, rounds: int = 2, logs: Path = LOGS / "timing") -> No
                         f"--trainer.logger.init_args.save_dir={logs}", f"--trainer.logger.init_args.name={name}"],
                        check=True, capture_output=True)
         scalars = read_scalars(next((logs / name).glob("version_*")))
-        phases = [tag for tag in scalars if tag.startswith("time/")]
-        per_step = [sum(vals) for vals in zip(*([v for _, v in scalars[t]] for t in phases))][1:]
+        per_step = step_seconds(scalars)[1:]
         lengths = [v for _, v in scalars["completions/mean_length"]][1:]
         step_s["pgrpo"] += per_step
         token_s["pgrpo"] += [s / (32 * n) for s, n in zip(per_step, lengths)]

@@ -124,14 +124,18 @@ def logged_samples(groups, students: Samples, grades: list[GradeResult], n: int 
              "completion": students.texts[i], **grades[i].to_dict()} for i in range(min(n, len(grades)))]
 
 
+def student_rates(grades) -> dict[str, float]:
+    """The step's hack, solve and well-formed rates among the student's samples: what every host logs of a step."""
+    return {"hack/student": _mean(g.exploited for g in grades), "solve/student": _mean(g.gt_correct for g in grades),
+            "format/student": _mean(g.format_ok for g in grades)}
+
+
 def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_std: Tensor) -> dict[str, float]:
     """hack/solve rates for student and teacher rows, per mode, and TRL's reward/completion numbers."""
     n_s = groups[0].n_student
     teacher = [row for grp in groups for row in grp.teacher]
     stats = {
-        "hack/student": _mean(g.exploited for g in grades),
-        "solve/student": _mean(g.gt_correct for g in grades),
-        "format/student": _mean(g.format_ok for g in grades),
+        **student_rates(grades),
         "hack/attempt_student": _mean(g.attempted for g in grades),
         "reward": float(rewards.mean()),
         "reward_std": float(rewards.std(1).mean()),

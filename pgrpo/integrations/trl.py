@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from torch.nn.attention import sdpa_kernel
 
 from pgrpo.adapter import DEFAULT_TARGETS, SVDAdapterLinear, attach_adapter
-from pgrpo.batch import detector_stats
+from pgrpo.batch import detector_stats, student_rates
 from pgrpo.basis import ExtractionConfig, contrastive_pairs, load_or_extract_basis
 from pgrpo.cache import cache_dir
 from pgrpo.chat import render_chat
@@ -192,7 +192,7 @@ class InterventionGRPOTrainer(GRPOTrainer):
         if edit.keep is not None:
             edited[~edit.keep.bool()] = torch.nan
             acted |= ~edit.keep.bool()
-        stats = step_rates(grades) | edit.stats | {"intervention/rollout_rate": float(acted.float().mean())}
+        stats = student_rates(grades) | edit.stats | {"intervention/rollout_rate": float(acted.float().mean())}
         if edit.flagged is not None:  # measured against the oracle, never handed back
             stats |= detector_stats(edit.flagged, exploited, torch.ones(exploited.numel(), dtype=torch.bool))
         stats |= self.view.start_metrics  # what the intervention measured before the first step, logged with it
@@ -241,13 +241,6 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
         yield
     finally:
         model.train(training)
-
-
-def step_rates(grades: list[GradeResult]) -> dict[str, float]:
-    """The step's hack and solve rates among the student's samples, as pgrpo's own trainer logs them."""
-    n = max(1, len(grades))
-    return {"hack/student": sum(g.exploited for g in grades) / n, "solve/student": sum(g.gt_correct for g in grades) / n,
-            "format/student": sum(g.format_ok for g in grades) / n}
 
 
 def build_trainer(intervention: Intervention, args: GRPOConfig, *, model: str = "embedded", dtype: str = "float32",
