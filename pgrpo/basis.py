@@ -23,6 +23,7 @@ from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pa
                              template_pairs)
 from pgrpo.env.pool import TeacherPool
 from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basis, nll_grads, pairs_hash
+from pgrpo.models import hack_openings, model_id
 from pgrpo.chat import render_chat
 from pgrpo.rollout import Packed, encode_prompts, pack
 
@@ -83,6 +84,13 @@ def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: s
         raise ValueError(f"{len(pairs)} contrastive pairs but n_heldout={cfg.n_heldout}: nothing left to extract from")
     random.Random(cfg.seed).shuffle(pairs)  # held-out pairs are the last ones: mix the modes among them
     return pairs
+
+
+def basis_args(model_name: str, cfg: ExtractionConfig, temperature: float, control: str = "none") -> dict:
+    """What `load_or_extract_basis` and `cached_basis_path` take besides the model and the problems, for a run of
+    `model_name` that samples at `temperature`: every host keys and extracts V alike."""
+    return dict(cfg=cfg, model_id=model_id(model_name), temperature=temperature, control=control,
+                openings=hack_openings(model_name))
 
 
 def load_or_extract_basis(

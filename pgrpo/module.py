@@ -30,12 +30,12 @@ from pgrpo.env import GradeResult, Problem, RewardConfig
 from pgrpo.env.pairs import ContrastivePair
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.basis import (
-    RUN_POOL, ExtractionConfig, cached_basis_path, contrastive_pairs, load_or_extract_basis, rank_zero_basis,
+    RUN_POOL, ExtractionConfig, basis_args, cached_basis_path, contrastive_pairs, load_or_extract_basis, rank_zero_basis,
 )
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import (LossConfig, group_advantages, grpo_loss, teacher_advantages, teacher_token_weights,
                         token_logprobs)
-from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenizer, model_id
+from pgrpo.models import check_same_base, hack_openings, load_model_and_tokenizer
 from pgrpo.optim import OptimConfig, RawSecondMomentAdamW, build_optimizer, warmup_schedule
 from pgrpo.interventions.base import Intervention
 from pgrpo.interventions.vanilla import Vanilla
@@ -173,8 +173,7 @@ class ProjectedGRPO(L.LightningModule):
         Under DDP/FSDP every rank gets rank 0's V, bit for bit: ranks that extracted on their own could differ
         in the last bits, and the gradient edit must be the same everywhere."""
         extraction = self.resolved_extraction(extraction)
-        args = dict(cfg=extraction, model_id=model_id(self.model_name), temperature=self.generation.temperature,
-                    control=control, openings=hack_openings(self.model_name))
+        args = basis_args(self.model_name, extraction, self.generation.temperature, control)
         cache = cache_dir() / "bases" if cached else None
 
         def load_or_extract(cache: Path | None) -> HackBasis:

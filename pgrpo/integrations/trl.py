@@ -33,7 +33,7 @@ from torch.nn.attention import sdpa_kernel
 
 from pgrpo.adapter import DEFAULT_TARGETS, SVDAdapterLinear, attach_adapter
 from pgrpo.batch import detector_stats, student_rates
-from pgrpo.basis import ExtractionConfig, contrastive_pairs, load_or_extract_basis
+from pgrpo.basis import ExtractionConfig, basis_args, contrastive_pairs, load_or_extract_basis
 from pgrpo.cache import cache_dir
 from pgrpo.chat import render_chat
 from pgrpo.data import GRPODataModule
@@ -45,7 +45,7 @@ from pgrpo.extraction import HackBasis
 from pgrpo.generation import GenerationConfig, Grading, HFSampler, Sampler
 from pgrpo.interventions.base import Intervention
 from pgrpo.loss import GRADIENT_ATTENTION, LossConfig
-from pgrpo.models import hack_openings, load_model_and_tokenizer, model_id
+from pgrpo.models import hack_openings, load_model_and_tokenizer
 from pgrpo.module import ProjectedGRPO
 from pgrpo.optim import OptimConfig
 from pgrpo.projection import knob_snapshot
@@ -96,9 +96,8 @@ class TRLRunView:
     def extract_basis(self, problems: list[Problem], control: str = "none", extraction: ExtractionConfig | None = None,
                       cached: bool = True) -> HackBasis:
         return load_or_extract_basis(
-            self.policy, self.adapter, self.tokenizer, problems, extraction or self.extraction,
-            model_id=model_id(self.model_name), cache=cache_dir() / "bases" if cached else None,
-            temperature=self.generation.temperature, control=control, openings=hack_openings(self.model_name))
+            self.policy, self.adapter, self.tokenizer, problems, cache=cache_dir() / "bases" if cached else None,
+            **basis_args(self.model_name, extraction or self.extraction, self.generation.temperature, control))
 
     def log_at_start(self, metrics: dict[str, float]) -> None:
         self.start_metrics |= metrics
