@@ -17,6 +17,7 @@ from pgrpo.env.pool import TeacherRow
 from pgrpo.extraction import HackBasis
 from pgrpo import module as grpo_module
 from pgrpo.loss import LossConfig, teacher_advantages, teacher_token_weights
+from pgrpo.models import model_id
 from pgrpo.batch import Rollouts, Samples
 from pgrpo.module import ProjectedGRPO
 from pgrpo.optim import OptimConfig
@@ -295,7 +296,7 @@ def test_a_resume_onto_another_base_is_refused_and_onto_the_same_base_restores_v
     with pytest.raises(ValueError, match="resuming from a checkpoint: trained on base 'embedded-0000000000000000'"):
         module.on_load_checkpoint(checkpoint("embedded-0000000000000000"))
     assert module.basis is None
-    module.on_load_checkpoint(checkpoint(grpo_module.model_id("embedded")))
+    module.on_load_checkpoint(checkpoint(model_id("embedded")))
     assert module.basis.V is V
 
 
