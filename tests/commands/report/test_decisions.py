@@ -124,3 +124,24 @@ def test_a_plan_gets_one_report_per_stage_of_that_stages_arms_at_its_length(tmp_
     assert set(table(first, "arm")) == {"vanilla", "honest", "gt_penalty", "erase", "random_v"}
     assert set(table(second, "arm")) == {"vanilla", "erase"} and f"the first {STEPS} steps" in second
     assert table(first.split("Decisions")[1], "method")["erase"]["P"] == "beats"
+
+
+def test_rule_s_selects_the_three_largest_placebo_gaps_among_matched_placebos(tmp_path, protocol, capsys):
+    root = tmp_path / "sweep"
+    bench(root, [0.1] * 5)  # erase: gap 0.32 below random_v's 0.42 on average
+    # (method, its placebo, class, method hack, placebo hack, placebo start): route's gap is the largest but its
+    # placebo is not matched; adv_gate and probe_penalty tie on the gap, and probe_penalty hacks less
+    for method, placebo, cls, hack, placebo_hack, placebo_start in (
+            ("route", "route_random_v", "Route", 0.0, 0.9, 0.2),
+            ("adv_gate", "adv_gate_random_v", "AdvGate", 0.2, 0.5, 0.44),
+            ("probe_penalty", "probe_penalty_random", "ProbePenalty", 0.1, 0.4, 0.44),
+            ("clean_subspace", "clean_subspace_random", "CleanSubspace", 0.3, 0.35, 0.44)):
+        for k in SEEDS:
+            end_run(root, method, k, intervention(cls), hack, 0.4, start=0.44)
+            random = {"ProbePenalty": {"detector": "random"}, "CleanSubspace": {"subspace": "random"}}.get(
+                cls, {"v": "random"})
+            end_run(root, placebo, k, intervention(cls, **random), placebo_hack, 0.4, start=placebo_start)
+    rows = decisions(root, protocol, capsys)
+    assert rows["route"]["P"] == "placebo not matched"
+    selection = (root / "out" / "decisions.md").read_text().split("Rule S")[1]
+    assert [part.split("`")[1] for part in selection.split("), ")] == ["erase", "probe_penalty", "adv_gate"]
