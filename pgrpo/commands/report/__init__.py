@@ -54,16 +54,24 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             a sweep lengthened to 300 steps still gives its 100-step table with --steps 100. Runs that
             stopped before it are left out, and named.
         plan: the sweep plan (`pgrpo sweep --config PLAN`) that made LOGDIR: one report per stage, into
-            OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps).
+            OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps); under the first stage's
+            decision table, the methods the protocol's rule S selects for the later stages.
         protocol: the protocol the runs were planned under (docs/bench/protocol.md): the report names its
             commit and applies its decision rules (pgrpo/commands/report/decisions.py) in a table of their own
             (decisions.md).
     """
-    if plan is not None:
-        for i, (stage_arms, stage_steps) in enumerate(plan_stages(plan), 1):
-            report(logdir, baseline, str(Path(out or Path(logdir) / "report") / f"stage{i}"), last, stage_arms,
-                   stage_steps or steps, None, protocol)
+    if plan is None:
+        write_report(logdir, baseline, out, last, arms, steps, protocol, select=True)
         return
+    for i, (stage_arms, stage_steps) in enumerate(plan_stages(plan), 1):
+        # rule S picks the later stages' methods from the first stage's table alone
+        write_report(logdir, baseline, str(Path(out or Path(logdir) / "report") / f"stage{i}"), last, stage_arms,
+                     stage_steps or steps, protocol, select=i == 1)
+
+
+def write_report(logdir: str, baseline: str | None, out: str | None, last: int, arms: list[str] | None,
+                 steps: int | None, protocol: str | None, select: bool) -> None:
+    """`report` of one set of arms; `select`: print the methods rule S selects under its decision table."""
     runs = find_runs(logdir)
     notes = []
     if steps is not None:
@@ -130,7 +138,7 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     decisions = None
     if protocol:
         kinds = {arm: arm_kind(rs) for arm, rs in by_arm.items()}
-        decisions = decision_table(by_arm, kinds, pairs, base, honest, placebos(by_arm, last))
+        decisions = decision_table(by_arm, kinds, pairs, base, honest, placebos(by_arm, last), select)
         parts += ["Decisions, by the protocol's rules (end-of-run evaluation, paired by seed, 95% t-intervals):",
                   decisions]
     # the tables alone, for docs pages to include (never pasted by hand): every column, and the primary ones

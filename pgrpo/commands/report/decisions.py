@@ -110,9 +110,10 @@ def fmt(value: float | None) -> str:
 
 
 def decision_table(by_arm: dict[str, list[Run]], kinds: dict[str, str], vanilla_of: dict[str, str | None],
-                   vanilla: str | None, honest: str | None, placebo_of: dict[str, str]) -> str:
+                   vanilla: str | None, honest: str | None, placebo_of: dict[str, str], select: bool = False) -> str:
     """The harness checks, then one row per method: its end hack, its placebo's, rule P (and P on the held-out
-    levers where the runs held modes out), V, C and this stage's part of G."""
+    levers where the runs held modes out), V, C and this stage's part of G; with `select`, on a stage that holds
+    no modes out, the methods rule S picks for the later stages."""
     passed, checks = harness_checks(by_arm, kinds, vanilla, honest)
     lomo = any(held_out_hack(r) is not None for runs in by_arm.values() for r in runs)
     header = ["method", "end hack", "placebo", "placebo end hack", "P: placebo − method [95%] (k/n)",
@@ -155,7 +156,7 @@ def decision_table(by_arm: dict[str, list[Run]], kinds: dict[str, str], vanilla_
                 ("met" if goal else "not met") if passed else "no verdict (H failed)"]
         lines.append("| " + " | ".join(row) + " |")
     parts = ["Harness checks (rule H):", *checks, "", "\n".join(lines)]
-    if not lomo:
+    if select and not lomo:
         parts += ["", selection(candidates)]
     return "\n".join(parts)
 

@@ -124,6 +124,7 @@ def test_a_plan_gets_one_report_per_stage_of_that_stages_arms_at_its_length(tmp_
     assert set(table(first, "arm")) == {"vanilla", "honest", "gt_penalty", "erase", "random_v"}
     assert set(table(second, "arm")) == {"vanilla", "erase"} and f"the first {STEPS} steps" in second
     assert table(first.split("Decisions")[1], "method")["erase"]["P"] == "beats"
+    assert "Rule S selects" in first and "Rule S" not in second  # the later stages' methods come from stage 1
 
 
 def test_rule_s_selects_the_three_largest_placebo_gaps_among_matched_placebos(tmp_path, protocol, capsys):
