@@ -353,7 +353,8 @@ def _lab_md(part: dict | None) -> list[str]:
     if not part:
         return []
     lines = [f"## The embedded lab cell on the device (seed 0; model `{part['model']}`)", "",
-             f"Fits' exit codes: {part['fits_exit']} (None: stopped at the budget). Both arms ran at once, beside the CUDA tests.", ""]
+             f"Fits' exit codes: {part['fits_exit']} (None: stopped at the budget). Both arms ran at once, beside "
+             "the CUDA tests.", ""]
     arms = part.get("arms", {})
     if arms:
         lines += ["| arm | steps | " + " | ".join(PHASES) + " | step | hack (last 10) | solve (last 10) |",
