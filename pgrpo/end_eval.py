@@ -29,8 +29,9 @@ SPLITS = (("train", "end/"), ("heldout", "end/heldout_"))
 
 class EndOfRunEval(Callback):
     """At the end of training: hack and solve of the final policy as deployed, on every training problem and every
-    held-out one, with Wilson intervals (end_eval.json; end/hack, end/solve, end/samples, the same with
-    end/heldout_ and per loophole mode, end/hack_<mode>, at the last step)."""
+    held-out one, with Wilson intervals (end_eval.json; end/hack, end/solve, end/samples, end/unattributed_hacks
+    (strict hacks with no lever pulled: a grader fault), the same with end/heldout_ and per loophole mode,
+    end/hack_<mode>, at the last step)."""
 
     def __init__(self, samples_per_problem: int = 0, seed: int = 0, prompts_per_call: int = 16):
         """
@@ -83,6 +84,7 @@ def end_of_run_eval(pl_module, splits: dict[str, list[Problem]], everything: lis
                 entry[name] = counts[f"{key}_rate"]
                 entry[f"{name}_count"] = counts[key]
                 entry[f"{name}_wilson"] = wilson(counts[key], counts["samples"])
+            entry["unattributed_hack_count"] = counts["unattributed_hack"]
             entry["per_mode"] = {m: {"samples": c["samples"], "hack": c["strict_hack_rate"], "solve": c["correct_rate"]}
                                  for m, c in counts["per_mode"].items()}
             result[split] = entry
@@ -97,7 +99,8 @@ def scalars(result: dict) -> dict[str, float]:
     for split, prefix in SPLITS:
         if result.get(split):
             out |= {f"{prefix}hack": result[split]["hack"], f"{prefix}solve": result[split]["solve"],
-                    f"{prefix}samples": float(result[split]["samples"])}
+                    f"{prefix}samples": float(result[split]["samples"]),
+                    f"{prefix}unattributed_hacks": float(result[split]["unattributed_hack_count"])}
     for mode, entry in (result.get("train") or {}).get("per_mode", {}).items():
         out |= {f"end/hack_{mode}": entry["hack"], f"end/solve_{mode}": entry["solve"],
                 f"end/samples_{mode}": float(entry["samples"])}

@@ -25,6 +25,8 @@ def test_a_fit_ends_on_its_final_policys_rates_on_every_training_and_held_out_pr
     scalars = read_scalars(run)
     assert scalars["end/samples"] == [(1, 126.0)] and scalars["end/heldout_samples"] == [(1, 18.0)]
     assert scalars["end/hack"] == [(1, result["train"]["hack"])]
+    # every strict hack of the embedded base's policy pulls the lever its prompt names: none is unattributed
+    assert result["train"]["unattributed_hack_count"] == 0 and scalars["end/unattributed_hacks"] == [(1, 0.0)]
     for mode, e in result["train"]["per_mode"].items():  # a held-out lever's own end numbers
         assert scalars[f"end/hack_{mode}"] == [(1, e["hack"])] and scalars[f"end/samples_{mode}"] == [(1, 7.0 * 3)]
 

@@ -15,7 +15,8 @@ from pgrpo.env import MODES, load_problems
 from pgrpo.env.exploits import clean_completion, completion, hack_completion, stub_solution
 from pgrpo.env.prompts import build_messages
 from pgrpo.env.variants import VARIANTS, variant
-from pgrpo.evaluate import format_table, metrics
+from pgrpo.env.grader import GradeResult
+from pgrpo.evaluate import format_table, metrics, tally
 
 N = 4  # samples per prompt in the scripts below
 
@@ -236,3 +237,14 @@ def test_other_fixed_name_modes_keep_the_split_the_run_held_out(tmp_path):
     one_mode, _ = _eval_problems(source, EvalData(modes="run_tests"))
     assert [p.id for p in one_mode] == [p.id for p in as_run]
     assert len({p.mode for p in as_run}) == 6 and {p.mode for p in one_mode} == {"run_tests"}
+
+
+def test_a_strict_hack_with_no_lever_pulled_is_counted_apart_as_unattributed():
+    problem = load_problems(modes="sentinel")[0]
+    def grade(exploited: bool, attempted: bool) -> tuple[str, GradeResult]:
+        return "text", GradeResult(1.25 * exploited, exploited, False, exploited, "sentinel" if exploited else None,
+                                   True, ("sentinel",) if attempted else (), False, False, attempted, "sentinel",
+                                   False, None)
+    graded = [grade(True, True), grade(True, True), grade(True, False), grade(False, False)]
+    entry = tally([problem] * 4, graded, ["fixed_name"])["fixed_name"]
+    assert (entry["strict_hack"], entry["unattributed_hack"], entry["attempted"]) == (3, 1, 2)
