@@ -26,6 +26,7 @@ from pgrpo.events import load_config, setting
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
 MAX_STEPS = "--trainer.max_steps="
+DEFAULT_SEEDS = [0, 1, 2]
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Stage:
 def sweep(
     name: str,
     arms: list[str] = [],
-    seeds: list[int] = [0, 1, 2],
+    seeds: list[int] = DEFAULT_SEEDS,
     overrides: list[str] = [],
     stages: list[Stage] = [],
     workers: int = 1,

@@ -54,25 +54,35 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             a sweep lengthened to 300 steps still gives its 100-step table with --steps 100. Runs that
             stopped before it are left out, and named.
         plan: the sweep plan (`pgrpo sweep --config PLAN`) that made LOGDIR: one report per stage, into
-            OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps); under the first stage's
-            decision table, the methods the protocol's rule S selects for the later stages.
+            OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps), once all its
+            cells (arms × the plan's seeds) have that many steps; under the first stage's decision table, the
+            methods the protocol's rule S selects for the later stages.
         protocol: the protocol the runs were planned under (docs/bench/protocol.md): the report names its
             commit and applies its decision rules (pgrpo/commands/report/decisions.py) in a table of their own
             (decisions.md).
     """
     if plan is None:
-        write_report(logdir, baseline, out, last, arms, steps, protocol, select=True)
+        write_report(find_runs(logdir), logdir, baseline, out, last, arms, steps, protocol, select=True)
         return
-    for i, (stage_arms, stage_steps) in enumerate(plan_stages(plan), 1):
-        # rule S picks the later stages' methods from the first stage's table alone
-        write_report(logdir, baseline, str(Path(out or Path(logdir) / "report") / f"stage{i}"), last, stage_arms,
-                     stage_steps or steps, protocol, select=i == 1)
-
-
-def write_report(logdir: str, baseline: str | None, out: str | None, last: int, arms: list[str] | None,
-                 steps: int | None, protocol: str | None, select: bool) -> None:
-    """`report` of one set of arms; `select`: print the methods rule S selects under its decision table."""
     runs = find_runs(logdir)
+    seeds, stages = plan_stages(plan)
+    for i, (stage_arms, stage_steps) in enumerate(stages, 1):
+        stage_steps = stage_steps or steps
+        cells = {(arm, f"seed{k}") for arm in stage_arms for k in seeds}  # as `pgrpo sweep` lays them out
+        done = {(r.arm, r.seed) for r in runs if stage_steps is None or run_length(r) >= stage_steps} & cells
+        if len(done) < len(cells):  # a stage's verdicts wait for all its cells (a seed is never replaced)
+            length = f" {stage_steps} steps" if stage_steps else ""
+            print(f"stage {i}: {len(done)} of its {len(cells)} cells have finished{length}; it is reported when "
+                  f"the rest have")
+            continue
+        # rule S picks the later stages' methods from the first stage's table alone
+        write_report(runs, logdir, baseline, str(Path(out or Path(logdir) / "report") / f"stage{i}"), last,
+                     stage_arms, stage_steps, protocol, select=i == 1)
+
+
+def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | None, last: int,
+                 arms: list[str] | None, steps: int | None, protocol: str | None, select: bool) -> None:
+    """`report` of these runs (of these arms); `select`: print the methods rule S selects under the decisions."""
     notes = []
     if steps is not None:
         short = [r for r in runs if run_length(r) < steps and (arms is None or r.arm in arms)]
@@ -167,21 +177,23 @@ def write_report(logdir: str, baseline: str | None, out: str | None, last: int, 
     print(text, end="")
 
 
-def plan_stages(plan: str) -> list[tuple[list[str], int | None]]:
-    """Each stage of a sweep plan: its arms as the sweep names them, and its --trainer.max_steps override."""
+def plan_stages(plan: str) -> tuple[list[int], list[tuple[list[str], int | None]]]:
+    """A sweep plan's seeds, and each of its stages: its arms as the sweep names them, and its
+    --trainer.max_steps override."""
     import yaml
 
-    from pgrpo.commands.sweep import MAX_STEPS, arm_name
+    from pgrpo.commands.sweep import DEFAULT_SEEDS, MAX_STEPS, arm_name
 
     try:
-        stages = yaml.safe_load(Path(plan).read_text())["stages"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as err:
+        loaded = yaml.safe_load(Path(plan).read_text())
+        stages, seeds = loaded["stages"], loaded.get("seeds", DEFAULT_SEEDS)
+    except (OSError, KeyError, TypeError, AttributeError, yaml.YAMLError) as err:
         raise SystemExit(f"--plan {plan}: not a sweep plan with stages ({err})") from err
     out = []
     for stage in stages:
         steps = [o[len(MAX_STEPS):] for o in stage.get("overrides", []) if o.startswith(MAX_STEPS)]
         out.append(([arm_name(a) for a in stage["arms"]], int(steps[-1]) if steps else None))
-    return out
+    return seeds, out
 
 
 def protocol_commit(path: str) -> str:

@@ -134,10 +134,16 @@ def test_a_plan_gets_one_report_per_stage_of_that_stages_arms_at_its_length(tmp_
     root = tmp_path / "sweep"
     bench(root, [0.0] * 5)
     plan = tmp_path / "plan.yaml"
-    plan.write_text("name: sweep\nstages:\n  - arms: [vanilla, honest, gt_penalty, erase, random_v]\n"
-                    f"  - {{arms: [vanilla, erase], overrides: [--trainer.max_steps={STEPS}]}}\n")
+    plan.write_text(f"name: sweep\nseeds: {list(SEEDS)}\nstages:\n"
+                    "  - arms: [vanilla, honest, gt_penalty, erase, random_v]\n"
+                    f"  - {{arms: [vanilla, erase], overrides: [--trainer.max_steps={STEPS}]}}\n"
+                    "  - arms: [erase+no_teacher, random_v+no_teacher]\n")
+    for k in SEEDS[:2]:  # the third stage has begun: two of its ten cells have finished
+        end_run(root, "erase+no_teacher", k, intervention("Erase"), 0.0, 0.4, start=0.44)
     main(["report", str(root), "--plan", str(plan), "--steps", str(STEPS), "--protocol", str(protocol),
           "--out", str(tmp_path / "out")])
+    assert "stage 3: 2 of its 10 cells have finished" in capsys.readouterr().out
+    assert not (tmp_path / "out" / "stage3").exists()  # its verdicts wait for every cell
     first, second = ((tmp_path / "out" / f"stage{i}" / "report.md").read_text() for i in (1, 2))
     assert set(table(first, "arm")) == {"vanilla", "honest", "gt_penalty", "erase", "random_v"}
     assert set(table(second, "arm")) == {"vanilla", "erase"} and f"the first {STEPS} steps" in second
