@@ -1,6 +1,7 @@
 """A run's numbers read back: its TensorBoard event files and the config.yaml the CLI saved beside them.
 
-Layout: every directory under a log directory that holds event files is one run; its arm is its parent's
+Layout: every directory under a log directory that holds event files (or, in a sweep's results store, the
+scalars.json kept in their place: `keep_scalars`) is one run; its arm is its parent's
 path relative to the log directory and its seed is its own name. The sweep writes <sweep>/<arm>/seed<k>/,
 so arms are the sweep's arms and runs of two arms with the same seed<k> are paired. Anything else there
 (checkpoints, configs, logs, PNGs, unreadable event files) is skipped.
@@ -12,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 Scalars = dict[str, list[tuple[int, float]]]
 EVENTS = "events.out.tfevents.*"
+KEPT_SCALARS = "scalars.json"  # a run's scalars where its event files are not kept (pgrpo sweep --results)
 HACK, SOLVE = "hack/student", "solve/student"
 
 
@@ -29,7 +32,9 @@ def read_scalars(run_dir: str | Path) -> Scalars:
     run_dir = Path(run_dir)
     files = sorted((p for p in run_dir.glob(EVENTS) if p.is_file()), key=lambda p: p.stat().st_mtime)
     if not files:
-        raise FileNotFoundError(f"no TensorBoard event files in {run_dir}")
+        if (run_dir / KEPT_SCALARS).is_file():
+            return read_kept_scalars(run_dir / KEPT_SCALARS)
+        raise FileNotFoundError(f"no TensorBoard event files (nor {KEPT_SCALARS}) in {run_dir}")
     merged: dict[str, dict[int, float]] = {}
     for file in files:
         try:
@@ -43,6 +48,30 @@ def read_scalars(run_dir: str | Path) -> Scalars:
             for event in tag_events:
                 merged.setdefault(tag, {})[event.step] = event.value
     return {tag: sorted(steps.items()) for tag, steps in merged.items()}
+
+
+def keep_scalars(scalars: Scalars, path: Path) -> None:
+    """Write a run's scalars as text, a small fraction of its event files, to be committed with a sweep's results.
+
+    TensorBoard holds float32 values: each is written as the shortest decimal that reads back to the same
+    float32, so a report from the kept file gives the very numbers the event files give.
+    """
+    # float(str(float32)): a float64 whose shortest repr is the float32's, so json writes "0.3", not 0.30000001...
+    kept = {tag: [[step for step, _ in values], [float(str(np.float32(v))) for _, v in values]]
+            for tag, values in sorted(scalars.items())}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(kept, separators=(",", ":")))
+    tmp.rename(path)
+
+
+def read_kept_scalars(path: Path) -> Scalars:
+    """The scalars `keep_scalars` wrote, each value the float32 TensorBoard held (as read_scalars gives it)."""
+    try:
+        kept = json.loads(path.read_text())
+        return {tag: [(int(step), float(np.float32(v))) for step, v in zip(steps, values)]
+                for tag, (steps, values) in kept.items()}
+    except (OSError, ValueError, TypeError) as err:
+        raise ValueError(f"{path}: not a run's kept scalars ({err})") from err
 
 
 @dataclass
@@ -61,7 +90,8 @@ def find_runs(logdir: str | Path) -> list[Run]:
     if not logdir.is_dir():
         raise FileNotFoundError(f"no log directory {logdir}")
     runs = []
-    for run_dir in sorted({p.parent for p in logdir.rglob(EVENTS) if p.is_file()}):
+    run_dirs = {p.parent for pattern in (EVENTS, KEPT_SCALARS) for p in logdir.rglob(pattern) if p.is_file()}
+    for run_dir in sorted(run_dirs):
         scalars = read_scalars(run_dir)
         if HACK not in scalars or SOLVE not in scalars:
             continue  # e.g. a run that died before its first step

@@ -4,6 +4,11 @@ Layout: <logs>/<sweep>/<arm>/seed<k>/ holds one cell's TensorBoard events,
 config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments
 and status). `pgrpo report <logs>/<sweep>` reads this layout back.
 
+With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json,
+config.yaml, base.json and scalars (scalars.json, in place of the event files), a few hundred KB with no
+checkpoint, to be committed as cells land. A sweep that takes several sessions of a machine whose logs do
+not outlive it then resumes from a fresh clone, and `pgrpo report <results>/<sweep>` reads it as it reads logs.
+
 A finished sweep is lengthened by rerunning it with a larger --trainer.max_steps=N: each cell resumes from
 its last checkpoint. Nothing in a run depends on max_steps but where it stops (the warmup counts from step
 0, step s's prompts depend on s and the seed alone, and the RNG state travels in the checkpoint), so 100
@@ -21,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgrpo.events import load_config, setting
+from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_config, read_scalars, setting
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
@@ -49,6 +54,7 @@ def sweep(
     threads: int | None = None,
     logs: str = "logs",
     configs: str = "configs",
+    results: str | None = None,
 ) -> None:
     """Run arms x seeds, each cell in its own `pgrpo fit` process; rerun to resume.
 
@@ -75,10 +81,14 @@ def sweep(
             bits depend on its thread count, so a plan that is to be rerun bit for bit states it.
         logs: root log directory.
         configs: directory the arm names are looked up in.
+        results: where each finished cell is kept, to be committed: <results>/<name>/<arm>/seed<k>/ (its record,
+            config, base and scalars; no events, no checkpoint). A cell kept there with the same arguments is
+            skipped, so a rerun from a fresh clone goes on where the committed results stop.
     """
     if workers < 1 or (threads is not None and threads < 1):
         raise SystemExit(f"--workers {workers} --threads {threads}: each must be at least 1")
     root = Path(logs) / name
+    kept_root = Path(results) / name if results else None
     plan = ([Stage(list(arms))] if arms else []) + [Stage(list(s.arms), list(s.overrides)) for s in stages]
     if not any(stage.arms for stage in plan):
         raise SystemExit("pgrpo sweep: no arms (give --arms, or --stages in a plan)")
@@ -90,6 +100,8 @@ def sweep(
         planned.setdefault(root / arm / f"seed{seed}", []).append(argv)
     for cell, argvs in planned.items():
         refuse_other_arguments(cell, argvs)
+        if kept_root:
+            refuse_other_arguments(kept_root / cell.relative_to(root), argvs, kept=True)
     total = sum(len(cells) for cells in stage_cells)
     failed, done = [], iter(range(1, total + 1))
     lock = threading.Lock()
@@ -98,7 +110,7 @@ def sweep(
         arm, seed, argv = cell_args
         cell = root / arm / f"seed{seed}"
         later = planned[cell][planned[cell].index(argv) + 1:]
-        ok, status = run_cell(cell, argv, later, threads)
+        ok, status = run_cell(cell, argv, later, threads, kept_root / arm / f"seed{seed}" if kept_root else None)
         with lock:  # one whole line per cell, in the order cells finish
             print(f"[{next(done)}/{total}] {arm} seed{seed}: {status}", flush=True)
             if not ok:
@@ -131,37 +143,49 @@ def fit_args(arm: str, seed: int, root: Path, configs: Path, overrides: list[str
                    "--trainer.enable_progress_bar=false", *overrides]
 
 
-def refuse_other_arguments(cell: Path, argvs: list[list[str]]) -> None:
+def refuse_other_arguments(cell: Path, argvs: list[list[str]], kept: bool = False) -> None:
     """A cell with progress (finished, or a checkpoint to resume) must not be continued with other arguments than
-    one of the stages that run it (`argvs`, in stage order) gives it."""
+    one of the stages that run it (`argvs`, in stage order) gives it. `kept`: the cell as kept in --results, which a
+    longer run may replace (it reruns from step 0 where no checkpoint is at hand: the same run, taken further)."""
     record = read_record(cell)
     if record and record["argv"] not in argvs and (record["status"] == "done" or (cell / LAST).is_file()):
-        if any(lengthens(record, argv, cell) for argv in argvs):
+        if any(lengthens(record, argv, cell, need_checkpoint=not kept) for argv in argvs):
             return
         raise SystemExit(f"{cell} was run with other arguments ({' '.join(record['argv'])}); "
                          f"use another sweep name or delete that directory (a finished sweep may be rerun with a larger "
                          f"--trainer.max_steps=N alone, to go on to step N)")
 
 
-def lengthens(record: dict, argv: list[str], cell: Path) -> bool:
+def lengthens(record: dict, argv: list[str], cell: Path, need_checkpoint: bool = True) -> bool:
     """Whether `argv` is the cell's recorded arguments with only a larger --trainer.max_steps=N, and the cell
-    has a checkpoint to go on from (its saved config.yaml says how far it was asked to run)."""
+    has a checkpoint to go on from where `need_checkpoint` (its saved config.yaml says how far it was asked to run)."""
     def rest(args: list[str]) -> list[str]:
         return [a for a in args if not a.startswith(MAX_STEPS)]
 
     asked = [a[len(MAX_STEPS):] for a in argv if a.startswith(MAX_STEPS)]
-    if not asked or not asked[-1].isdigit() or rest(record["argv"]) != rest(argv) or not (cell / LAST).is_file():
+    if not asked or not asked[-1].isdigit() or rest(record["argv"]) != rest(argv):
+        return False
+    if need_checkpoint and not (cell / LAST).is_file():
         return False
     ran = setting(load_config(cell) or {}, "trainer.max_steps", None)
     return isinstance(ran, int) and int(asked[-1]) > ran
 
 
-def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: int | None = None) -> tuple[bool, str]:
+def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: int | None = None,
+             kept: Path | None = None) -> tuple[bool, str]:
     """Run, resume or skip one cell: (finished, what happened in one line). `later`: the cell's arguments in the
-    plan's later stages; a cell one of those already ran (lengthened) has been through this stage."""
+    plan's later stages; a cell one of those already ran (lengthened) has been through this stage. `kept`: where
+    the finished cell is kept (--results); one kept there with these arguments is not run again."""
+    kept_record = read_record(kept) if kept else None
+    if kept_record and kept_record["status"] == "done" and kept_record["argv"] == argv:
+        return True, f"skipped (finished; kept in {kept})"
+    if kept_record and kept_record["status"] == "done" and kept_record["argv"] in later:
+        return True, f"skipped (a later stage went on from it; kept in {kept})"
     record = read_record(cell)
     if record and record["status"] == "done" and record["argv"] == argv:
-        return True, "skipped (finished)"
+        if kept:
+            keep_cell(cell, kept)
+        return True, "skipped (finished)" + (f"; kept in {kept}" if kept else "")
     if record and record["argv"] in later:
         return True, "skipped (a later stage went on from it)"
     resume = (cell / LAST).is_file()
@@ -176,7 +200,21 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
                         "seconds": round(seconds, 1)})
     if rc != 0:
         return False, f"FAILED (exit {rc}; see {cell / 'fit.log'})"
+    if kept:
+        keep_cell(cell, kept)
     return True, ("resumed from its last checkpoint, " if resume else "") + f"done in {seconds:.0f} s"
+
+
+def keep_cell(cell: Path, kept: Path) -> None:
+    """Copy a finished cell's record, config, base and scalars to `kept`; its record last, so that a copy cut short
+    is never taken for a finished cell."""
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / CELL_FILE).unlink(missing_ok=True)
+    keep_scalars(read_scalars(cell), kept / KEPT_SCALARS)
+    for name in ("config.yaml", BASE_FILE):
+        if (cell / name).is_file():
+            shutil.copyfile(cell / name, kept / name)
+    write_record(kept, read_record(cell))
 
 
 def run_fit(argv: list[str], log: Path, threads: int | None = None) -> int:

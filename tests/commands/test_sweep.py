@@ -1,6 +1,7 @@
 """`pgrpo sweep`: arms x seeds into named cells, finished cells skipped, interrupted ones resumed."""
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -109,6 +110,38 @@ def test_a_finished_sweep_rerun_with_more_steps_goes_on_from_each_cells_checkpoi
     again = FakeFit()
     run_sweep(tmp_path, again, monkeypatch, "--overrides", "[--trainer.max_steps=300]")
     assert again.calls == []  # now finished at 300
+
+
+def test_a_finished_cell_is_kept_in_results_and_a_fresh_clone_does_not_run_it_again(tmp_path, monkeypatch, capsys):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results)
+    kept = tmp_path / "results" / "demo" / "erase" / "seed1"
+    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "scalars.json"}  # no events, no checkpoint
+    assert json.loads((kept / "cell.json").read_text())["status"] == "done"
+    shutil.rmtree(tmp_path / "demo")  # a fresh clone: the logs are gone, the committed results are not
+    again = FakeFit()
+    run_sweep(tmp_path, again, monkeypatch, "--results", results)
+    assert again.calls == [] and capsys.readouterr().out.count("skipped (finished; kept in") == 4
+    with pytest.raises(SystemExit, match="other arguments"):  # the kept cells hold their arguments as logs do
+        run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results, "--overrides", "[--data.mix_ratio=0]")
+
+
+def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outlive_the_logs(tmp_path, monkeypatch):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=3]")
+    shutil.rmtree(tmp_path / "demo")
+    longer = FakeFit()
+    run_sweep(tmp_path, longer, monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=5]")
+    assert len(longer.calls) == 4 and not any(a.startswith("--ckpt_path") for argv in longer.calls for a in argv)
+    record = json.loads((tmp_path / "results" / "demo" / "vanilla" / "seed0" / "cell.json").read_text())
+    assert "--trainer.max_steps=5" in record["argv"]
+
+
+def test_a_cell_finished_before_results_were_asked_for_is_kept_on_the_next_run(tmp_path, monkeypatch):
+    run_sweep(tmp_path, FakeFit(), monkeypatch)
+    again = FakeFit()
+    run_sweep(tmp_path, again, monkeypatch, "--results", str(tmp_path / "results"))
+    assert again.calls == [] and (tmp_path / "results" / "demo" / "vanilla" / "seed1" / "cell.json").is_file()
 
 
 def test_overlays_join_configs_in_order_and_a_misspelt_arm_fails_before_anything_runs(tmp_path, monkeypatch):

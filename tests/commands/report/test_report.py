@@ -1,5 +1,6 @@
 """`pgrpo report`: a sweep's event files -> the arm table, the per-mode table and the curves."""
 
+import shutil
 from itertools import takewhile
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from pgrpo.cli import main
 from pgrpo.env.problems import MODES
 from pgrpo.commands.report.kinds import pick_honest, run_kind
 from pgrpo.commands.report.stats import separated
-from pgrpo.events import HACK, SOLVE, Run, load_config, read_scalars
+from pgrpo.events import HACK, KEPT_SCALARS, SOLVE, Run, find_runs, keep_scalars, load_config, read_scalars
 
 # each arm's intervention, as a saved config names it
 CLASS = {"none": "pgrpo.interventions.Vanilla", "erase": "pgrpo.interventions.Erase",
@@ -170,6 +171,23 @@ def test_read_scalars_merges_a_resumed_run_and_survives_a_damaged_file(tmp_path)
     second.close()
     (tmp_path / "events.out.tfevents.zz.damaged").write_bytes(b"\xde\xad" * 50)
     assert read_scalars(tmp_path)["hack/student"] == [(0, 1.0), (1, 1.0), (2, 0.5), (3, 0.5)]
+
+
+def test_a_report_from_a_sweeps_kept_scalars_gives_the_numbers_its_event_files_give(sweep_dir, tmp_path, capsys):
+    kept = tmp_path / "results" / "demo"
+    for run in find_runs(sweep_dir):  # as pgrpo sweep --results keeps each cell: no event files
+        (kept / run.arm / run.seed).mkdir(parents=True)
+        keep_scalars(run.scalars, kept / run.arm / run.seed / KEPT_SCALARS)
+        shutil.copyfile(run.path / "config.yaml", kept / run.arm / run.seed / "config.yaml")
+        assert read_scalars(kept / run.arm / run.seed) == run.scalars  # float32 values, bit for bit
+    main(["report", str(sweep_dir), "--out", str(tmp_path / "from_events")])
+    main(["report", str(kept), "--out", str(tmp_path / "from_kept")])
+    capsys.readouterr()
+    for table_file in ("arms.md", "summary.md"):
+        assert (tmp_path / "from_kept" / table_file).read_text() == (tmp_path / "from_events" / table_file).read_text()
+    (kept / "vanilla" / "seed0" / KEPT_SCALARS).write_text("{not json")
+    with pytest.raises(ValueError, match=f"vanilla/seed0/{KEPT_SCALARS}: not a run's kept scalars"):
+        read_scalars(kept / "vanilla" / "seed0")
 
 
 def test_an_arm_with_overlays_is_paired_with_vanilla_under_the_same_overlays(tmp_path, capsys):
