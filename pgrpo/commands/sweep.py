@@ -5,8 +5,8 @@ config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments
 and status). `pgrpo report <logs>/<sweep>` reads this layout back.
 
 With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json,
-config.yaml, base.json and scalars (scalars.json, in place of the event files), a few hundred KB with no
-checkpoint, to be committed as cells land. A sweep that takes several sessions of a machine whose logs do
+config.yaml, base.json, end_eval.json, fit.log and scalars (scalars.json, in place of the event files), about
+70 KB with no checkpoint, to be committed as cells land. A sweep that takes several sessions of a machine whose logs do
 not outlive it then resumes from a fresh clone, and `pgrpo report <results>/<sweep>` reads it as it reads logs.
 
 A finished sweep is lengthened by rerunning it with a larger --trainer.max_steps=N: each cell resumes from
@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_config, read_scalars, setting
 
 CELL_FILE = "cell.json"
@@ -206,12 +207,12 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
 
 
 def keep_cell(cell: Path, kept: Path) -> None:
-    """Copy a finished cell's record, config, base and scalars to `kept`; its record last, so that a copy cut short
-    is never taken for a finished cell."""
+    """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`; its record
+    last, so that a copy cut short is never taken for a finished cell."""
     kept.mkdir(parents=True, exist_ok=True)
     (kept / CELL_FILE).unlink(missing_ok=True)
     keep_scalars(read_scalars(cell), kept / KEPT_SCALARS)
-    for name in ("config.yaml", BASE_FILE):
+    for name in ("config.yaml", BASE_FILE, END_EVAL_FILE, "fit.log"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)
     write_record(kept, read_record(cell))

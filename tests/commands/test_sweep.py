@@ -31,6 +31,7 @@ class FakeFit:
         (cell / "events.out.tfevents.0").write_bytes(b"")
         steps = [a.split("=", 1)[1] for a in argv if a.startswith("--trainer.max_steps=")]
         (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {steps[-1] if steps else 100}\n")
+        (cell / "end_eval.json").write_text('{"train": {"samples": 336}}')
         if cell.parent.name in self.fail:
             return 1
         (cell / "checkpoints").mkdir(exist_ok=True)
@@ -116,7 +117,8 @@ def test_a_finished_cell_is_kept_in_results_and_a_fresh_clone_does_not_run_it_ag
     results = str(tmp_path / "results")
     run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results)
     kept = tmp_path / "results" / "demo" / "erase" / "seed1"
-    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "scalars.json"}  # no events, no checkpoint
+    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "end_eval.json", "scalars.json"}  # no events
+    assert not (kept / "checkpoints").exists()
     assert json.loads((kept / "cell.json").read_text())["status"] == "done"
     shutil.rmtree(tmp_path / "demo")  # a fresh clone: the logs are gone, the committed results are not
     again = FakeFit()
