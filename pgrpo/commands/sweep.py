@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgrpo.end_eval import FILE as END_EVAL_FILE
-from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_config, read_scalars, setting
+from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_base, load_config, read_scalars, setting
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
@@ -107,11 +107,20 @@ def sweep(
     failed, done = [], iter(range(1, total + 1))
     lock = threading.Lock()
 
+    other_base = threading.Event()  # a cell trained on another base than the kept ones: start no more cells
+
     def one(cell_args: tuple[str, int, list[str]]) -> None:
         arm, seed, argv = cell_args
         cell = root / arm / f"seed{seed}"
         later = planned[cell][planned[cell].index(argv) + 1:]
-        ok, status = run_cell(cell, argv, later, threads, kept_root / arm / f"seed{seed}" if kept_root else None)
+        if other_base.is_set():
+            ok, status = False, "not run (the base differs from the kept cells', above)"
+        else:
+            try:
+                ok, status = run_cell(cell, argv, later, threads, kept_root / arm / f"seed{seed}" if kept_root else None)
+            except OtherBase as err:
+                other_base.set()
+                ok, status = False, f"FAILED: {err}"
         with lock:  # one whole line per cell, in the order cells finish
             print(f"[{next(done)}/{total}] {arm} seed{seed}: {status}", flush=True)
             if not ok:
@@ -206,9 +215,23 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
     return True, ("resumed from its last checkpoint, " if resume else "") + f"done in {seconds:.0f} s"
 
 
+class OtherBase(Exception):
+    """A finished cell trained on another base than the cells kept before it: another machine built the embedded
+    default's recipe to other bytes (a build's last bits depend on its thread count), and a report does not pool them."""
+
+
 def keep_cell(cell: Path, kept: Path) -> None:
     """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`; its record
-    last, so that a copy cut short is never taken for a finished cell."""
+    last, so that a copy cut short is never taken for a finished cell. Refused (OtherBase) for a cell whose base
+    differs from those of the cells kept beside it (<results>/<sweep>/*/*/)."""
+    base = load_base(cell)
+    for other in sorted(kept.parent.parent.glob(f"*/*/{BASE_FILE}")):
+        recorded = load_base(other.parent)
+        if base and recorded and other.parent != kept and recorded["digest"] != base["digest"]:
+            raise OtherBase(f"{cell} trained on base {base['model_id']} with files sha256 {base['digest'][:16]}, but "
+                            f"{other.parent} (kept) on {recorded['digest'][:16]}: this machine built the base to other "
+                            f"bytes, so its cells are not kept; build the one the kept cells used (docs/commands.md, "
+                            f"pgrpo sweep) and rerun")
     kept.mkdir(parents=True, exist_ok=True)
     (kept / CELL_FILE).unlink(missing_ok=True)
     keep_scalars(read_scalars(cell), kept / KEPT_SCALARS)

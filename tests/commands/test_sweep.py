@@ -19,10 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 class FakeFit:
     """Stands in for the `pgrpo fit` child process: records argv, writes what a run writes, can fail."""
 
-    def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset()):
+    def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
+                 base_digest: str | None = None):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
-        self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
+        self.fail, self.checkpoint_then_fail, self.base_digest = fail, checkpoint_then_fail, base_digest
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
@@ -32,6 +33,9 @@ class FakeFit:
         steps = [a.split("=", 1)[1] for a in argv if a.startswith("--trainer.max_steps=")]
         (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {steps[-1] if steps else 100}\n")
         (cell / "end_eval.json").write_text('{"train": {"samples": 336}}')
+        if self.base_digest:  # what models.base_record writes
+            (cell / "base.json").write_text(json.dumps({"model": "embedded", "model_id": "embedded-0123",
+                                                        "digest": self.base_digest}))
         if cell.parent.name in self.fail:
             return 1
         (cell / "checkpoints").mkdir(exist_ok=True)
@@ -126,6 +130,20 @@ def test_a_finished_cell_is_kept_in_results_and_a_fresh_clone_does_not_run_it_ag
     assert again.calls == [] and capsys.readouterr().out.count("skipped (finished; kept in") == 4
     with pytest.raises(SystemExit, match="other arguments"):  # the kept cells hold their arguments as logs do
         run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results, "--overrides", "[--data.mix_ratio=0]")
+
+
+def test_a_cell_trained_on_other_base_bytes_than_the_kept_cells_is_not_kept_and_stops_the_sweep(tmp_path, monkeypatch,
+                                                                                                  capsys):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(base_digest="aa" * 32), monkeypatch, "--results", results, arms="[vanilla]")
+    shutil.rmtree(tmp_path / "demo")  # the next session's machine builds the base to other bytes
+    other = FakeFit(base_digest="bb" * 32)
+    with pytest.raises(SystemExit, match="2 of 4 cells failed: erase seed0, erase seed1"):
+        run_sweep(tmp_path, other, monkeypatch, "--results", results, arms="[vanilla, erase]")
+    out = capsys.readouterr().out
+    assert "with files sha256 bbbbbbbbbbbbbbbb, but" in out and "on aaaaaaaaaaaaaaaa: this machine built" in out
+    assert len(other.calls) == 1 and out.count("not run (the base differs") == 1
+    assert not (tmp_path / "results" / "demo" / "erase").exists()
 
 
 def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outlive_the_logs(tmp_path, monkeypatch):
