@@ -120,6 +120,7 @@ def sweep(
                 ok, status = run_cell(cell, argv, later, threads, kept_root / arm / f"seed{seed}" if kept_root else None)
             except OtherBase as err:
                 other_base.set()
+                shutil.rmtree(cell)  # its numbers are of another model: a rerun on the kept base runs it again
                 ok, status = False, f"FAILED: {err}"
         with lock:  # one whole line per cell, in the order cells finish
             print(f"[{next(done)}/{total}] {arm} seed{seed}: {status}", flush=True)
@@ -222,19 +223,32 @@ class OtherBase(Exception):
 
 def keep_cell(cell: Path, kept: Path) -> None:
     """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`; its record
-    last, so that a copy cut short is never taken for a finished cell. Refused (OtherBase) for a cell whose base
-    differs from those of the cells kept beside it (<results>/<sweep>/*/*/)."""
+    last, so that a copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base
+    differs from those of the cells kept beside it (<results>/<sweep>/*/*/).
+
+    A cell kept before at fewer steps (a later stage lengthened it) keeps what the longer run does not repeat: the
+    scalars are merged as a resumed run's event files are (the later write wins a step both logged), so the
+    shorter run's end-of-run evaluation stays at its last step, and its end_eval.json and fit.log stay beside the
+    new ones as end_eval.<N>steps.json and fit.<N>steps.log."""
     base = load_base(cell)
     for other in sorted(kept.parent.parent.glob(f"*/*/{BASE_FILE}")):
         recorded = load_base(other.parent)
         if base and recorded and other.parent != kept and recorded["digest"] != base["digest"]:
             raise OtherBase(f"{cell} trained on base {base['model_id']} with files sha256 {base['digest'][:16]}, but "
                             f"{other.parent} (kept) on {recorded['digest'][:16]}: this machine built the base to other "
-                            f"bytes, so its cells are not kept; build the one the kept cells used (docs/commands.md, "
-                            f"pgrpo sweep) and rerun")
+                            f"bytes, so its cells are not kept (and this one is removed from {cell.parent}); put the "
+                            f"kept cells' base in the cache (results/README.md) and rerun")
+    scalars = read_scalars(cell)
+    earlier = setting(load_config(kept) or {}, "trainer.max_steps", None) if read_record(kept) else None
+    if earlier is not None and earlier != setting(load_config(cell) or {}, "trainer.max_steps", None):
+        old = read_scalars(kept)
+        scalars = {tag: sorted((dict(old.get(tag, [])) | dict(scalars.get(tag, []))).items())
+                   for tag in old.keys() | scalars.keys()}
+        for name, shorter in ((END_EVAL_FILE, f"end_eval.{earlier}steps.json"), ("fit.log", f"fit.{earlier}steps.log")):
+            if (kept / name).is_file():
+                (kept / name).rename(kept / shorter)
     kept.mkdir(parents=True, exist_ok=True)
-    (kept / CELL_FILE).unlink(missing_ok=True)
-    keep_scalars(read_scalars(cell), kept / KEPT_SCALARS)
+    keep_scalars(scalars, kept / KEPT_SCALARS)  # a superset of what was kept: a copy cut short loses nothing
     for name in ("config.yaml", BASE_FILE, END_EVAL_FILE, "fit.log"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)

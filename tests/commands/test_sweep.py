@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from torch.utils.tensorboard import SummaryWriter
 
 import pgrpo.commands.sweep as sweep_mod
 from pgrpo.commands.sweep import run_fit
 from pgrpo.cli import main
+from pgrpo.events import read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,9 +31,15 @@ class FakeFit:
         self.calls.append(argv)
         self.threads.append(threads)
         cell = log.parent
-        (cell / "events.out.tfevents.0").write_bytes(b"")
         steps = [a.split("=", 1)[1] for a in argv if a.startswith("--trainer.max_steps=")]
-        (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {steps[-1] if steps else 100}\n")
+        max_steps = int(steps[-1]) if steps else 100
+        (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {max_steps}\n")
+        with log.open("a") as out:
+            out.write(f"{max_steps} steps\n")
+        writer = SummaryWriter(str(cell))  # a step's curve, and the end-of-run evaluation at the last step
+        writer.add_scalar("hack/student", 0.5, max_steps - 1)
+        writer.add_scalar("end/hack", max_steps / 100, max_steps - 1)
+        writer.close()
         (cell / "end_eval.json").write_text('{"train": {"samples": 336}}')
         if self.base_digest:  # what models.base_record writes
             (cell / "base.json").write_text(json.dumps({"model": "embedded", "model_id": "embedded-0123",
@@ -121,7 +129,7 @@ def test_a_finished_cell_is_kept_in_results_and_a_fresh_clone_does_not_run_it_ag
     results = str(tmp_path / "results")
     run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results)
     kept = tmp_path / "results" / "demo" / "erase" / "seed1"
-    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "end_eval.json", "scalars.json"}  # no events
+    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "end_eval.json", "fit.log", "scalars.json"}
     assert not (kept / "checkpoints").exists()
     assert json.loads((kept / "cell.json").read_text())["status"] == "done"
     shutil.rmtree(tmp_path / "demo")  # a fresh clone: the logs are gone, the committed results are not
@@ -143,6 +151,7 @@ def test_a_cell_trained_on_other_base_bytes_than_the_kept_cells_is_not_kept_and_
     out = capsys.readouterr().out
     assert "with files sha256 bbbbbbbbbbbbbbbb, but" in out and "on aaaaaaaaaaaaaaaa: this machine built" in out
     assert len(other.calls) == 1 and out.count("not run (the base differs") == 1
+    assert not (tmp_path / "demo" / "erase" / "seed0").exists()  # a rerun on the kept base runs it again
     assert not (tmp_path / "results" / "demo" / "erase").exists()
 
 
@@ -153,8 +162,11 @@ def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outl
     longer = FakeFit()
     run_sweep(tmp_path, longer, monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=5]")
     assert len(longer.calls) == 4 and not any(a.startswith("--ckpt_path") for argv in longer.calls for a in argv)
-    record = json.loads((tmp_path / "results" / "demo" / "vanilla" / "seed0" / "cell.json").read_text())
-    assert "--trainer.max_steps=5" in record["argv"]
+    kept = tmp_path / "results" / "demo" / "vanilla" / "seed0"
+    assert "--trainer.max_steps=5" in json.loads((kept / "cell.json").read_text())["argv"]
+    # the 3-step run's end-of-run evaluation is kept beside the 5-step run's: the stage it belongs to reads it
+    assert read_scalars(kept)["end/hack"] == [(2, pytest.approx(0.03)), (4, pytest.approx(0.05))]
+    assert (kept / "end_eval.3steps.json").is_file() and (kept / "fit.3steps.log").read_text() == "3 steps\n"
 
 
 def test_a_cell_finished_before_results_were_asked_for_is_kept_on_the_next_run(tmp_path, monkeypatch):
