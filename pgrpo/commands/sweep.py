@@ -224,7 +224,8 @@ class OtherBase(Exception):
 def keep_cell(cell: Path, kept: Path) -> None:
     """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`; its record
     last, so that a copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base
-    differs from those of the cells kept beside it (<results>/<sweep>/*/*/).
+    has other bytes than the same base (model_id) of the cells kept beside it (<results>/<sweep>/*/*/); a stage on
+    another base (the distinct-openings twin) is its own.
 
     A cell kept before at fewer steps (a later stage lengthened it) keeps what the longer run does not repeat: the
     scalars are merged as a resumed run's event files are (the later write wins a step both logged), so the
@@ -233,7 +234,8 @@ def keep_cell(cell: Path, kept: Path) -> None:
     base = load_base(cell)
     for other in sorted(kept.parent.parent.glob(f"*/*/{BASE_FILE}")):
         recorded = load_base(other.parent)
-        if base and recorded and other.parent != kept and recorded["digest"] != base["digest"]:
+        if (base and recorded and other.parent != kept and recorded["model_id"] == base["model_id"]
+                and recorded["digest"] != base["digest"]):
             raise OtherBase(f"{cell} trained on base {base['model_id']} with files sha256 {base['digest'][:16]}, but "
                             f"{other.parent} (kept) on {recorded['digest'][:16]}: this machine built the base to other "
                             f"bytes, so its cells are not kept (and this one is removed from {cell.parent}); put the "

@@ -22,10 +22,11 @@ class FakeFit:
     """Stands in for the `pgrpo fit` child process: records argv, writes what a run writes, can fail."""
 
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
-                 base_digest: str | None = None):
+                 base_digest: str | None = None, base_id: str = "embedded-0123"):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
-        self.fail, self.checkpoint_then_fail, self.base_digest = fail, checkpoint_then_fail, base_digest
+        self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
+        self.base_digest, self.base_id = base_digest, base_id
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
@@ -42,7 +43,7 @@ class FakeFit:
         writer.close()
         (cell / "end_eval.json").write_text('{"train": {"samples": 336}}')
         if self.base_digest:  # what models.base_record writes
-            (cell / "base.json").write_text(json.dumps({"model": "embedded", "model_id": "embedded-0123",
+            (cell / "base.json").write_text(json.dumps({"model": "embedded", "model_id": self.base_id,
                                                         "digest": self.base_digest}))
         if cell.parent.name in self.fail:
             return 1
@@ -153,6 +154,9 @@ def test_a_cell_trained_on_other_base_bytes_than_the_kept_cells_is_not_kept_and_
     assert len(other.calls) == 1 and out.count("not run (the base differs") == 1
     assert not (tmp_path / "demo" / "erase" / "seed0").exists()  # a rerun on the kept base runs it again
     assert not (tmp_path / "results" / "demo" / "erase").exists()
+    twin = FakeFit(base_digest="cc" * 32, base_id="embedded-distinct-4567")  # a stage on another base is its own
+    run_sweep(tmp_path, twin, monkeypatch, "--results", results, arms="[erase]")
+    assert len(twin.calls) == 2 and (tmp_path / "results" / "demo" / "erase" / "seed1" / "cell.json").is_file()
 
 
 def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outlive_the_logs(tmp_path, monkeypatch):
