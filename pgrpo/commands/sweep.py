@@ -6,8 +6,8 @@ and status). `pgrpo report <logs>/<sweep>` reads this layout back.
 
 With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json,
 config.yaml, base.json, end_eval.json, fit.log and scalars (scalars.json, in place of the event files), about
-70 KB with no checkpoint, to be committed as cells land. A sweep that takes several sessions of a machine whose logs do
-not outlive it then resumes from a fresh clone, and `pgrpo report <results>/<sweep>` reads it as it reads logs.
+70 KB with no checkpoint, to be committed as cells land. A sweep that takes several sessions of a machine whose
+logs do not outlive it then resumes from a fresh clone, and `pgrpo report <results>/<sweep>` reads it as it reads logs.
 
 A finished sweep is lengthened by rerunning it with a larger --trainer.max_steps=N: each cell resumes from
 its last checkpoint. Nothing in a run depends on max_steps but where it stops (the warmup counts from step
@@ -83,8 +83,8 @@ def sweep(
         logs: root log directory.
         configs: directory the arm names are looked up in.
         results: where each finished cell is kept, to be committed: <results>/<name>/<arm>/seed<k>/ (its record,
-            config, base and scalars; no events, no checkpoint). A cell kept there with the same arguments is
-            skipped, so a rerun from a fresh clone goes on where the committed results stop.
+            config, base, end-of-run evaluation, output and scalars; no events, no checkpoint). A cell kept there
+            with the same arguments is skipped, so a rerun from a fresh clone goes on where the committed results stop.
     """
     if workers < 1 or (threads is not None and threads < 1):
         raise SystemExit(f"--workers {workers} --threads {threads}: each must be at least 1")
@@ -117,7 +117,8 @@ def sweep(
             ok, status = False, "not run (the base differs from the kept cells', above)"
         else:
             try:
-                ok, status = run_cell(cell, argv, later, threads, kept_root / arm / f"seed{seed}" if kept_root else None)
+                kept = kept_root / arm / f"seed{seed}" if kept_root else None
+                ok, status = run_cell(cell, argv, later, threads, kept)
             except OtherBase as err:
                 other_base.set()
                 shutil.rmtree(cell)  # its numbers are of another model: a rerun on the kept base runs it again
@@ -218,7 +219,8 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
 
 class OtherBase(Exception):
     """A finished cell trained on another base than the cells kept before it: another machine built the embedded
-    default's recipe to other bytes (a build's last bits depend on its thread count), and a report does not pool them."""
+    default's recipe to other bytes (a build's last bits depend on its thread count), and a report does not pool
+    them."""
 
 
 def keep_cell(cell: Path, kept: Path) -> None:
