@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pgrpo.embedded import cached_build_digest
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_base, load_config, read_scalars, setting
 
@@ -103,6 +104,8 @@ def sweep(
         refuse_other_arguments(cell, argvs)
         if kept_root:
             refuse_other_arguments(kept_root / cell.relative_to(root), argvs, kept=True)
+    if kept_root:
+        refuse_another_cached_base(kept_root)
     total = sum(len(cells) for cells in stage_cells)
     failed, done = [], iter(range(1, total + 1))
     lock = threading.Lock()
@@ -223,6 +226,27 @@ class OtherBase(Exception):
     them."""
 
 
+def kept_bases(store: Path, besides: Path | None = None) -> dict[str, tuple[str, Path]]:
+    """The bases the cells kept in `store` (<results>/<sweep>) trained on: model_id -> (files digest, a cell)."""
+    bases: dict[str, tuple[str, Path]] = {}
+    for path in sorted(store.glob(f"*/*/{BASE_FILE}")):
+        base = load_base(path.parent)
+        if base and path.parent != besides:
+            bases.setdefault(base["model_id"], (base["digest"], path.parent))
+    return bases
+
+
+def refuse_another_cached_base(store: Path) -> None:
+    """Before any cell runs: refuse a cache that holds one of the kept cells' embedded bases built to other bytes
+    (every cell would train on it and none be kept)."""
+    for model_id, (digest, cell) in kept_bases(store).items():
+        cached = cached_build_digest(model_id)
+        if cached is not None and cached != digest:
+            raise SystemExit(f"the cache holds base {model_id} with files sha256 {cached[:16]}, but the cells kept in "
+                             f"{store} ({cell}, ...) trained on {digest[:16]}: put theirs in the cache first "
+                             f"(results/README.md)")
+
+
 def keep_cell(cell: Path, kept: Path) -> None:
     """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`; its record
     last, so that a copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base
@@ -234,14 +258,13 @@ def keep_cell(cell: Path, kept: Path) -> None:
     shorter run's end-of-run evaluation stays at its last step, and its end_eval.json and fit.log stay beside the
     new ones as end_eval.<N>steps.json and fit.<N>steps.log."""
     base = load_base(cell)
-    for other in sorted(kept.parent.parent.glob(f"*/*/{BASE_FILE}")):
-        recorded = load_base(other.parent)
-        if (base and recorded and other.parent != kept and recorded["model_id"] == base["model_id"]
-                and recorded["digest"] != base["digest"]):
-            raise OtherBase(f"{cell} trained on base {base['model_id']} with files sha256 {base['digest'][:16]}, but "
-                            f"{other.parent} (kept) on {recorded['digest'][:16]}: this machine built the base to other "
-                            f"bytes, so its cells are not kept (and this one is removed from {cell.parent}); put the "
-                            f"kept cells' base in the cache (results/README.md) and rerun")
+    kept_base = kept_bases(kept.parent.parent, besides=kept).get(base["model_id"]) if base else None
+    if base and kept_base and kept_base[0] != base["digest"]:
+        digest, other = kept_base
+        raise OtherBase(f"{cell} trained on base {base['model_id']} with files sha256 {base['digest'][:16]}, but "
+                        f"{other} (kept) on {digest[:16]}: this machine built the base to other bytes, so its cells "
+                        f"are not kept (and this one is removed from {cell.parent}); put the kept cells' base in the "
+                        f"cache (results/README.md) and rerun")
     scalars = read_scalars(cell)
     earlier = setting(load_config(kept) or {}, "trainer.max_steps", None) if read_record(kept) else None
     if earlier is not None and earlier != setting(load_config(cell) or {}, "trainer.max_steps", None):

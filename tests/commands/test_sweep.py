@@ -13,6 +13,7 @@ from torch.utils.tensorboard import SummaryWriter
 import pgrpo.commands.sweep as sweep_mod
 from pgrpo.commands.sweep import run_fit
 from pgrpo.cli import main
+from pgrpo.embedded import MARKER
 from pgrpo.events import read_scalars
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,6 +158,22 @@ def test_a_cell_trained_on_other_base_bytes_than_the_kept_cells_is_not_kept_and_
     twin = FakeFit(base_digest="cc" * 32, base_id="embedded-distinct-4567")  # a stage on another base is its own
     run_sweep(tmp_path, twin, monkeypatch, "--results", results, arms="[erase]")
     assert len(twin.calls) == 2 and (tmp_path / "results" / "demo" / "erase" / "seed1" / "cell.json").is_file()
+
+
+def test_a_cache_holding_the_kept_cells_base_built_to_other_bytes_is_refused_before_any_cell_runs(tmp_path,
+                                                                                                     monkeypatch):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(base_digest="aa" * 32), monkeypatch, "--results", results, arms="[vanilla]")
+    cache = tmp_path / "cache"
+    build = cache / "embedded-0123"  # the kept cells' base, as another machine built it
+    build.mkdir(parents=True)
+    (build / "model.safetensors").write_bytes(b"other bytes")
+    (build / MARKER).write_text("{}")
+    monkeypatch.setenv("PGRPO_CACHE", str(cache))
+    nothing = FakeFit(base_digest="bb" * 32)
+    with pytest.raises(SystemExit, match="the cache holds base embedded-0123 with files sha256 .* trained on aaaa"):
+        run_sweep(tmp_path, nothing, monkeypatch, "--results", results, arms="[vanilla, erase]")
+    assert nothing.calls == []
 
 
 def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outlive_the_logs(tmp_path, monkeypatch):
