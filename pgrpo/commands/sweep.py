@@ -126,6 +126,8 @@ def sweep(
                 other_base.set()
                 shutil.rmtree(cell)  # its numbers are of another model: a rerun on the kept base runs it again
                 ok, status = False, f"FAILED: {err}"
+            except Exception as err:  # e.g. a finished cell that could not be kept (disk full): the others go on
+                ok, status = False, f"FAILED: {err!r} (a rerun keeps or runs it again)"
         with lock:  # one whole line per cell, in the order cells finish
             print(f"[{next(done)}/{total}] {arm} seed{seed}: {status}", flush=True)
             if not ok:
@@ -182,8 +184,15 @@ def lengthens(record: dict, argv: list[str], cell: Path, need_checkpoint: bool =
         return False
     if need_checkpoint and not (cell / LAST).is_file():
         return False
-    ran = setting(load_config(cell) or {}, "trainer.max_steps", None)
+    ran = steps_run(cell, record)
     return isinstance(ran, int) and int(asked[-1]) > ran
+
+
+def steps_run(cell: Path, record: dict) -> int | None:
+    """The steps a finished cell ran to: a kept record names them (a keep cut short after copying the longer run's
+    config but before its record must not hide them); a record in the logs, or one kept before records named them,
+    leaves them to the run's config."""
+    return record.get("max_steps", setting(load_config(cell) or {}, "trainer.max_steps", None))
 
 
 def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: int | None = None,
@@ -254,9 +263,9 @@ def keep_cell(cell: Path, kept: Path) -> None:
     another base (the distinct-openings twin) is its own.
 
     A cell kept before at fewer steps (a later stage lengthened it) keeps what the longer run does not repeat: the
-    scalars are merged as a resumed run's event files are (the later write wins a step both logged), so the
-    shorter run's end-of-run evaluation stays at its last step, and its end_eval.json and fit.log stay beside the
-    new ones as end_eval.<N>steps.json and fit.<N>steps.log."""
+    scalars are merged, the kept value winning a step both logged (a rerun from step 0 on another machine does not
+    rewrite published steps), so the shorter run's end-of-run evaluation stays at its last step, and its
+    end_eval.json and fit.log stay beside the new ones as end_eval.<N>steps.json and fit.<N>steps.log."""
     base = load_base(cell)
     kept_base = kept_bases(kept.parent.parent, besides=kept).get(base["model_id"]) if base else None
     if base and kept_base and kept_base[0] != base["digest"]:
@@ -266,20 +275,22 @@ def keep_cell(cell: Path, kept: Path) -> None:
                         f"are not kept (and this one is removed from {cell.parent}); put the kept cells' base in the "
                         f"cache (results/README.md) and rerun")
     scalars = read_scalars(cell)
-    earlier = setting(load_config(kept) or {}, "trainer.max_steps", None) if read_record(kept) else None
-    if earlier is not None and earlier != setting(load_config(cell) or {}, "trainer.max_steps", None):
+    steps = setting(load_config(cell) or {}, "trainer.max_steps", None)
+    kept_record = read_record(kept)
+    earlier = steps_run(kept, kept_record) if kept_record else None
+    if earlier is not None and earlier != steps:
         old = read_scalars(kept)
-        scalars = {tag: sorted((dict(old.get(tag, [])) | dict(scalars.get(tag, []))).items())
+        scalars = {tag: sorted((dict(scalars.get(tag, [])) | dict(old.get(tag, []))).items())
                    for tag in old.keys() | scalars.keys()}
         for name, shorter in ((END_EVAL_FILE, f"end_eval.{earlier}steps.json"), ("fit.log", f"fit.{earlier}steps.log")):
             if (kept / name).is_file():
                 (kept / name).rename(kept / shorter)
     kept.mkdir(parents=True, exist_ok=True)
     keep_scalars(scalars, kept / KEPT_SCALARS)  # a superset of what was kept: a copy cut short loses nothing
-    for name in ("config.yaml", BASE_FILE, END_EVAL_FILE, "fit.log"):
+    for name in (BASE_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)
-    write_record(kept, read_record(cell))
+    write_record(kept, read_record(cell) | {"max_steps": steps})
 
 
 def run_fit(argv: list[str], log: Path, threads: int | None = None) -> int:

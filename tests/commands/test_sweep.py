@@ -23,11 +23,11 @@ class FakeFit:
     """Stands in for the `pgrpo fit` child process: records argv, writes what a run writes, can fail."""
 
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
-                 base_digest: str | None = None, base_id: str = "embedded-0123"):
+                 base_digest: str | None = None, base_id: str = "embedded-0123", curve: float = 0.5):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
-        self.base_digest, self.base_id = base_digest, base_id
+        self.base_digest, self.base_id, self.curve = base_digest, base_id, curve
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
@@ -39,7 +39,8 @@ class FakeFit:
         with log.open("a") as out:
             out.write(f"{max_steps} steps\n")
         writer = SummaryWriter(str(cell))  # a step's curve, and the end-of-run evaluation at the last step
-        writer.add_scalar("hack/student", 0.5, max_steps - 1)
+        for step in range(max_steps):
+            writer.add_scalar("hack/student", self.curve, step)
         writer.add_scalar("end/hack", max_steps / 100, max_steps - 1)
         writer.close()
         (cell / "end_eval.json").write_text('{"train": {"samples": 336}}')
@@ -188,6 +189,41 @@ def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outl
     # the 3-step run's end-of-run evaluation is kept beside the 5-step run's: the stage it belongs to reads it
     assert read_scalars(kept)["end/hack"] == [(2, pytest.approx(0.03)), (4, pytest.approx(0.05))]
     assert (kept / "end_eval.3steps.json").is_file() and (kept / "fit.3steps.log").read_text() == "3 steps\n"
+
+
+def test_a_kept_cell_lengthened_on_another_machine_keeps_its_published_steps(tmp_path, monkeypatch):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(curve=0.5), monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=3]")
+    shutil.rmtree(tmp_path / "demo")  # a new machine reruns the cell from step 0, to other last bits
+    run_sweep(tmp_path, FakeFit(curve=0.7), monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=5]")
+    kept = tmp_path / "results" / "demo" / "vanilla" / "seed0"
+    assert read_scalars(kept)["hack/student"] == [(0, 0.5), (1, 0.5), (2, 0.5), (3, pytest.approx(0.7)),
+                                                  (4, pytest.approx(0.7))]
+
+
+def test_a_keep_cut_short_after_the_config_still_knows_the_kept_runs_steps(tmp_path, monkeypatch):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=3]")
+    shutil.rmtree(tmp_path / "demo")
+    kept = tmp_path / "results" / "demo" / "vanilla" / "seed0"
+    (kept / "config.yaml").write_text("trainer:\n  max_steps: 5\n")  # the 5-step keep was cut before its record
+    run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=5]")
+    assert (kept / "end_eval.3steps.json").is_file()
+    assert read_scalars(kept)["end/hack"] == [(2, pytest.approx(0.03)), (4, pytest.approx(0.05))]
+
+
+def test_a_cell_that_cannot_be_kept_fails_alone_and_the_others_are_kept(tmp_path, monkeypatch, capsys):
+    def keep_scalars(scalars, path):
+        if path.parent.parent.name == "erase":
+            raise OSError(28, "No space left on device")
+        return real(scalars, path)
+    real = sweep_mod.keep_scalars
+    monkeypatch.setattr(sweep_mod, "keep_scalars", keep_scalars)
+    with pytest.raises(SystemExit, match="2 of 4 cells failed: erase seed0, erase seed1"):
+        run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", str(tmp_path / "results"))
+    assert "FAILED: OSError(28, 'No space left on device')" in capsys.readouterr().out
+    assert (tmp_path / "results" / "demo" / "vanilla" / "seed1" / "cell.json").is_file()
+    assert not (tmp_path / "results" / "demo" / "erase" / "seed0" / "cell.json").exists()
 
 
 def test_a_cell_finished_before_results_were_asked_for_is_kept_on_the_next_run(tmp_path, monkeypatch):
