@@ -29,6 +29,7 @@ from pathlib import Path
 from pgrpo.embedded import cached_build_digest
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_base, load_config, read_scalars, setting
+from pgrpo.models import model_id, same_base
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
@@ -235,23 +236,31 @@ class OtherBase(Exception):
     them."""
 
 
-def kept_bases(store: Path, besides: Path | None = None) -> dict[str, tuple[str, Path]]:
-    """The bases the cells kept in `store` (<results>/<sweep>) trained on: model_id -> (files digest, a cell)."""
-    bases: dict[str, tuple[str, Path]] = {}
+def kept_bases(store: Path, besides: Path | None = None) -> dict[str, tuple[str, str, Path]]:
+    """The bases the cells kept in `store` (<results>/<sweep>) trained on, by the model name a run was given
+    (embedded, embedded-distinct): name -> (model_id, files digest, a cell)."""
+    bases: dict[str, tuple[str, str, Path]] = {}
     for path in sorted(store.glob(f"*/*/{BASE_FILE}")):
         base = load_base(path.parent)
         if base and path.parent != besides:
-            bases.setdefault(base["model_id"], (base["digest"], path.parent))
+            bases.setdefault(base["model"], (base["model_id"], base["digest"], path.parent))
     return bases
 
 
 def refuse_another_cached_base(store: Path) -> None:
-    """Before any cell runs: refuse a cache that holds one of the kept cells' embedded bases built to other bytes
-    (every cell would train on it and none be kept)."""
-    for model_id, (digest, cell) in kept_bases(store).items():
-        cached = cached_build_digest(model_id)
+    """Before any cell runs: refuse a checkout or environment that keys one of the kept cells' bases otherwise (its
+    recipe hashes the sources that build it and torch's version: every cell would build and train on another base),
+    and a cache that holds their base built to other bytes (every cell would train on it and none be kept)."""
+    for name, (kept_id, digest, cell) in kept_bases(store).items():
+        current = model_id(name)
+        if not same_base(kept_id, current):
+            raise SystemExit(f"this checkout and environment key base {name!r} as {current}, but the cells kept in "
+                             f"{store} ({cell}, ...) trained on {kept_id}: its recipe (the sources that build it, "
+                             f"torch's version) differs here, so every cell would train on another base; run the "
+                             f"sweep at the commit and with the set-up its protocol names (make setup)")
+        cached = cached_build_digest(kept_id)
         if cached is not None and cached != digest:
-            raise SystemExit(f"the cache holds base {model_id} with files sha256 {cached[:16]}, but the cells kept in "
+            raise SystemExit(f"the cache holds base {kept_id} with files sha256 {cached[:16]}, but the cells kept in "
                              f"{store} ({cell}, ...) trained on {digest[:16]}: put theirs in the cache first "
                              f"(results/README.md)")
 
@@ -259,21 +268,21 @@ def refuse_another_cached_base(store: Path) -> None:
 def keep_cell(cell: Path, kept: Path) -> None:
     """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`; its record
     last, so that a copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base
-    has other bytes than the same base (model_id) of the cells kept beside it (<results>/<sweep>/*/*/); a stage on
-    another base (the distinct-openings twin) is its own.
+    has another model_id or other bytes than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the
+    same model name; a stage on another model (the distinct-openings twin) is its own.
 
     A cell kept before at fewer steps (a later stage lengthened it) keeps what the longer run does not repeat: the
     scalars are merged, the kept value winning a step both logged (a rerun from step 0 on another machine does not
     rewrite published steps), so the shorter run's end-of-run evaluation stays at its last step, and its
     end_eval.json and fit.log stay beside the new ones as end_eval.<N>steps.json and fit.<N>steps.log."""
     base = load_base(cell)
-    kept_base = kept_bases(kept.parent.parent, besides=kept).get(base["model_id"]) if base else None
-    if base and kept_base and kept_base[0] != base["digest"]:
-        digest, other = kept_base
+    kept_base = kept_bases(kept.parent.parent, besides=kept).get(base["model"]) if base else None
+    if base and kept_base and kept_base[:2] != (base["model_id"], base["digest"]):
+        kept_id, digest, other = kept_base
         raise OtherBase(f"{cell} trained on base {base['model_id']} with files sha256 {base['digest'][:16]}, but "
-                        f"{other} (kept) on {digest[:16]}: this machine built the base to other bytes, so its cells "
-                        f"are not kept (and this one is removed from {cell.parent}); put the kept cells' base in the "
-                        f"cache (results/README.md) and rerun")
+                        f"{other} (kept) on {kept_id} with {digest[:16]}: this machine built its base "
+                        f"{base['model']!r} otherwise, so its cells are not kept (and this one is removed from "
+                        f"{cell.parent}); put the kept cells' base in the cache (results/README.md) and rerun")
     scalars = read_scalars(cell)
     steps = setting(load_config(cell) or {}, "trainer.max_steps", None)
     kept_record = read_record(kept)

@@ -15,6 +15,7 @@ from pgrpo.commands.sweep import run_fit
 from pgrpo.cli import main
 from pgrpo.embedded import MARKER
 from pgrpo.events import read_scalars
+from pgrpo.models import model_id
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,11 +24,13 @@ class FakeFit:
     """Stands in for the `pgrpo fit` child process: records argv, writes what a run writes, can fail."""
 
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
-                 base_digest: str | None = None, base_id: str = "embedded-0123", curve: float = 0.5):
+                 base_digest: str | None = None, base_model: str = "embedded", base_id: str | None = None,
+                 curve: float = 0.5):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
-        self.base_digest, self.base_id, self.curve = base_digest, base_id, curve
+        self.base_digest, self.base_model, self.curve = base_digest, base_model, curve
+        self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
@@ -45,7 +48,7 @@ class FakeFit:
         writer.close()
         (cell / "end_eval.json").write_text('{"train": {"samples": 336}}')
         if self.base_digest:  # what models.base_record writes
-            (cell / "base.json").write_text(json.dumps({"model": "embedded", "model_id": self.base_id,
+            (cell / "base.json").write_text(json.dumps({"model": self.base_model, "model_id": self.base_id,
                                                         "digest": self.base_digest}))
         if cell.parent.name in self.fail:
             return 1
@@ -152,11 +155,11 @@ def test_a_cell_trained_on_other_base_bytes_than_the_kept_cells_is_not_kept_and_
     with pytest.raises(SystemExit, match="2 of 4 cells failed: erase seed0, erase seed1"):
         run_sweep(tmp_path, other, monkeypatch, "--results", results, arms="[vanilla, erase]")
     out = capsys.readouterr().out
-    assert "with files sha256 bbbbbbbbbbbbbbbb, but" in out and "on aaaaaaaaaaaaaaaa: this machine built" in out
+    assert "with files sha256 bbbbbbbbbbbbbbbb, but" in out and "with aaaaaaaaaaaaaaaa: this machine built" in out
     assert len(other.calls) == 1 and out.count("not run (the base differs") == 1
     assert not (tmp_path / "demo" / "erase" / "seed0").exists()  # a rerun on the kept base runs it again
     assert not (tmp_path / "results" / "demo" / "erase").exists()
-    twin = FakeFit(base_digest="cc" * 32, base_id="embedded-distinct-4567")  # a stage on another base is its own
+    twin = FakeFit(base_digest="cc" * 32, base_model="embedded-distinct")  # a stage on another base is its own
     run_sweep(tmp_path, twin, monkeypatch, "--results", results, arms="[erase]")
     assert len(twin.calls) == 2 and (tmp_path / "results" / "demo" / "erase" / "seed1" / "cell.json").is_file()
 
@@ -166,15 +169,35 @@ def test_a_cache_holding_the_kept_cells_base_built_to_other_bytes_is_refused_bef
     results = str(tmp_path / "results")
     run_sweep(tmp_path, FakeFit(base_digest="aa" * 32), monkeypatch, "--results", results, arms="[vanilla]")
     cache = tmp_path / "cache"
-    build = cache / "embedded-0123"  # the kept cells' base, as another machine built it
+    build = cache / model_id("embedded")  # the kept cells' base, as another machine built it
     build.mkdir(parents=True)
     (build / "model.safetensors").write_bytes(b"other bytes")
     (build / MARKER).write_text("{}")
     monkeypatch.setenv("PGRPO_CACHE", str(cache))
     nothing = FakeFit(base_digest="bb" * 32)
-    with pytest.raises(SystemExit, match="the cache holds base embedded-0123 with files sha256 .* trained on aaaa"):
+    with pytest.raises(SystemExit, match="the cache holds base embedded-.* with files sha256 .* trained on aaaa"):
         run_sweep(tmp_path, nothing, monkeypatch, "--results", results, arms="[vanilla, erase]")
     assert nothing.calls == []
+
+
+def test_a_checkout_that_keys_the_kept_cells_base_otherwise_is_refused_before_any_cell_runs(tmp_path, monkeypatch):
+    results = str(tmp_path / "results")  # kept by a checkout whose recipe (sources, torch) keyed the base otherwise
+    run_sweep(tmp_path, FakeFit(base_digest="aa" * 32, base_id="embedded-0123"), monkeypatch, "--results", results,
+              arms="[vanilla]")
+    nothing = FakeFit(base_digest="aa" * 32)
+    with pytest.raises(SystemExit, match="key base 'embedded' as embedded-.* trained on embedded-0123"):
+        run_sweep(tmp_path, nothing, monkeypatch, "--results", results, arms="[vanilla, erase]")
+    assert nothing.calls == []
+
+
+def test_a_cell_on_another_recipe_of_the_kept_cells_model_is_not_kept(tmp_path, monkeypatch, capsys):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(base_digest="aa" * 32), monkeypatch, "--results", results, arms="[vanilla]")
+    other = FakeFit(base_digest="aa" * 32, base_id="embedded-4567")  # e.g. a cell's process saw another torch
+    with pytest.raises(SystemExit, match="2 of 4 cells failed: erase seed0, erase seed1"):
+        run_sweep(tmp_path, other, monkeypatch, "--results", results, arms="[vanilla, erase]")
+    assert "trained on base embedded-4567" in capsys.readouterr().out
+    assert not (tmp_path / "results" / "demo" / "erase").exists()
 
 
 def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outlive_the_logs(tmp_path, monkeypatch):
