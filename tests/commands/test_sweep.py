@@ -59,6 +59,8 @@ class FakeFit:
 
 def run_sweep(tmp_path: Path, fake: FakeFit, monkeypatch, *extra: str, arms: str = "[vanilla, erase]") -> None:
     monkeypatch.setattr(sweep_mod, "run_fit", fake)
+    # the fake cells' bases are checked against this cache: the suite's own (a real build) is not theirs
+    monkeypatch.setenv("PGRPO_CACHE", str(tmp_path / "cache"))
     main(["sweep", "--name", "demo", "--arms", arms, "--seeds", "[0, 1]", "--logs", str(tmp_path),
           "--configs", str(REPO / "configs"), *extra])
 
@@ -173,7 +175,6 @@ def test_a_cache_holding_the_kept_cells_base_built_to_other_bytes_is_refused_bef
     build.mkdir(parents=True)
     (build / "model.safetensors").write_bytes(b"other bytes")
     (build / MARKER).write_text("{}")
-    monkeypatch.setenv("PGRPO_CACHE", str(cache))
     nothing = FakeFit(base_digest="bb" * 32)
     with pytest.raises(SystemExit, match="the cache holds base embedded-.* with files sha256 .* trained on aaaa"):
         run_sweep(tmp_path, nothing, monkeypatch, "--results", results, arms="[vanilla, erase]")
@@ -278,6 +279,8 @@ def write_plan(tmp_path: Path, stages: str, workers: int = 1) -> Path:
 
 def run_plan(tmp_path: Path, plan: Path, fake, monkeypatch) -> None:
     monkeypatch.setattr(sweep_mod, "run_fit", fake)
+    # the fake cells' bases are checked against this cache: the suite's own (a real build) is not theirs
+    monkeypatch.setenv("PGRPO_CACHE", str(tmp_path / "cache"))
     main(["sweep", "--config", str(plan), "--logs", str(tmp_path), "--configs", str(REPO / "configs")])
 
 
