@@ -48,9 +48,32 @@ class EndOfRunEval(Callback):
         self.prompts_per_call = prompts_per_call
 
     @override
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._evaluated = False
+
+    @override
     def on_train_end(self, trainer, pl_module) -> None:
-        if not self.samples_per_problem or trainer.global_step < (trainer.max_steps or 0):
-            return  # off, or the run stopped early (it is evaluated when a resume finishes it)
+        if self._due(trainer):
+            self._evaluate(trainer, pl_module)
+
+    @override
+    def on_fit_end(self, trainer, pl_module) -> None:
+        # A run killed between its final checkpoint and this evaluation resumes with no step left: Lightning then
+        # skips the training loop and its on_train_end, and tears the run down first (the module back on the CPU,
+        # the loggers closed) — so evaluate on the run's device here, and close the loggers again.
+        if self._evaluated or not self._due(trainer):
+            return
+        pl_module.to(trainer.strategy.root_device)
+        self._evaluate(trainer, pl_module)
+        pl_module.cpu()
+        for logger in trainer.loggers:
+            logger.finalize("success")
+
+    def _due(self, trainer) -> bool:
+        # off, or the run stopped early (it is evaluated when a resume finishes it)
+        return bool(self.samples_per_problem) and trainer.global_step >= (trainer.max_steps or 0)
+
+    def _evaluate(self, trainer, pl_module) -> None:
         start = time.perf_counter()
         dm = trainer.datamodule
         result = end_of_run_eval(pl_module, {"train": dm.train_problems, "heldout": dm.eval_problems}, dm.problems,
@@ -58,6 +81,7 @@ class EndOfRunEval(Callback):
         result |= {"step": trainer.global_step, "seconds": time.perf_counter() - start}
         log_scalars(trainer, scalars(result))
         self._write(trainer, result)
+        self._evaluated = True
 
     @rank_zero_only
     def _write(self, trainer, result: dict) -> None:

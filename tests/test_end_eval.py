@@ -35,3 +35,16 @@ def test_no_evaluation_when_it_is_off(tmp_path):
     main(fast("vanilla", tmp_path, 1, "--end_eval.samples_per_problem=0"))
     run = tmp_path / "vanilla" / "version_0"
     assert not (run / "end_eval.json").exists() and "end/hack" not in read_scalars(run)
+
+
+def test_a_run_killed_between_its_last_checkpoint_and_its_evaluation_is_evaluated_when_resumed(tmp_path):
+    # the final checkpoint is written before the evaluation: a resume finds no step left to train, and Lightning
+    # then skips the training loop and its on_train_end
+    main(fast("vanilla", tmp_path, 2, "--end_eval.samples_per_problem=3"))
+    run = tmp_path / "vanilla" / "version_0"
+    whole = json.loads((run / "end_eval.json").read_text())
+    (run / "end_eval.json").unlink()  # as if killed there
+    main(fast("vanilla", tmp_path, 2, "--end_eval.samples_per_problem=3", "--ckpt_path=last"))
+    resumed = json.loads((run / "end_eval.json").read_text())
+    assert {k: v for k, v in resumed.items() if k != "seconds"} == {k: v for k, v in whole.items() if k != "seconds"}
+    assert read_scalars(run)["end/hack"] == [(1, whole["train"]["hack"])]

@@ -207,7 +207,7 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
     if kept_record and kept_record["status"] == "done" and kept_record["argv"] in later:
         return True, f"skipped (a later stage went on from it; kept in {kept})"
     record = read_record(cell)
-    if record and record["status"] == "done" and record["argv"] == argv:
+    if record and record["status"] == "done" and record["argv"] == argv and evaluated(cell):
         if kept:
             keep_cell(cell, kept)
         return True, "skipped (finished)" + (f"; kept in {kept}" if kept else "")
@@ -221,13 +221,30 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
     start = time.perf_counter()
     rc = run_fit(argv + ([f"--ckpt_path={cell / LAST}"] if resume else []), cell / "fit.log", threads)
     seconds = time.perf_counter() - start
-    write_record(cell, {"argv": argv, "status": "done" if rc == 0 else "failed", "returncode": rc,
+    unevaluated = rc == 0 and not evaluated(cell)
+    write_record(cell, {"argv": argv, "status": "done" if rc == 0 and not unevaluated else "failed", "returncode": rc,
                         "seconds": round(seconds, 1)})
+    if unevaluated:
+        with open(cell / "fit.log", "a") as log:
+            log.write(f"pgrpo sweep: the run exited 0 without its end-of-run evaluation ({END_EVAL_FILE} at its "
+                      f"last step), so it is not finished; a rerun resumes it from its last checkpoint\n")
+        return False, f"FAILED (no end-of-run evaluation; see {cell / 'fit.log'})"
     if rc != 0:
         return False, f"FAILED (exit {rc}; see {cell / 'fit.log'})"
     if kept:
         keep_cell(cell, kept)
     return True, ("resumed from its last checkpoint, " if resume else "") + f"done in {seconds:.0f} s"
+
+
+def evaluated(cell: Path) -> bool:
+    """Whether a run holds the end-of-run evaluation its config asks for, at its last step: its primary numbers.
+    One killed between its final checkpoint and the evaluation, then resumed by a pgrpo that skipped the evaluation
+    when no step was left to train, exited 0 without it."""
+    config = load_config(cell) or {}
+    if not setting(config, "end_eval.samples_per_problem", 0):
+        return True
+    path, steps = cell / END_EVAL_FILE, setting(config, "trainer.max_steps", -1)
+    return path.is_file() and (steps < 0 or json.loads(path.read_text()).get("step") == steps)  # -1: epochs decide
 
 
 class OtherBase(Exception):

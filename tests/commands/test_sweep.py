@@ -25,10 +25,11 @@ class FakeFit:
 
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
                  base_digest: str | None = None, base_model: str = "embedded", base_id: str | None = None,
-                 curve: float = 0.5):
+                 curve: float = 0.5, unevaluated: set[str] = frozenset()):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
+        self.unevaluated = unevaluated  # arms whose run from step 0 exits 0 without its end-of-run evaluation
         self.base_digest, self.base_model, self.curve = base_digest, base_model, curve
         self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
 
@@ -38,7 +39,7 @@ class FakeFit:
         cell = log.parent
         steps = [a.split("=", 1)[1] for a in argv if a.startswith("--trainer.max_steps=")]
         max_steps = int(steps[-1]) if steps else 100
-        (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {max_steps}\n")
+        (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {max_steps}\nend_eval:\n  samples_per_problem: 8\n")
         with log.open("a") as out:
             out.write(f"{max_steps} steps\n")
         writer = SummaryWriter(str(cell))  # a step's curve, and the end-of-run evaluation at the last step
@@ -46,7 +47,9 @@ class FakeFit:
             writer.add_scalar("hack/student", self.curve, step)
         writer.add_scalar("end/hack", max_steps / 100, max_steps - 1)
         writer.close()
-        (cell / "end_eval.json").write_text('{"train": {"samples": 336}}')
+        resumed = any(a.startswith("--ckpt_path=") for a in argv)
+        if resumed or cell.parent.name not in self.unevaluated:
+            (cell / "end_eval.json").write_text(json.dumps({"step": max_steps, "train": {"samples": 336}}))
         if self.base_digest:  # what models.base_record writes
             (cell / "base.json").write_text(json.dumps({"model": self.base_model, "model_id": self.base_id,
                                                         "digest": self.base_digest}))
@@ -118,6 +121,31 @@ def test_a_finished_cell_run_with_other_arguments_is_refused(tmp_path, monkeypat
         run_sweep(tmp_path, FakeFit(), monkeypatch, "--overrides", "[--trainer.max_steps=3, --data.mix_ratio=0]")
     with pytest.raises(SystemExit, match="other arguments"):  # a run cannot be shortened after the fact
         run_sweep(tmp_path, FakeFit(), monkeypatch, "--overrides", "[--trainer.max_steps=2]")
+
+
+def test_a_cell_that_exits_without_its_end_of_run_evaluation_is_not_kept_and_a_rerun_resumes_it(tmp_path,
+                                                                                                  monkeypatch):
+    # a run killed between its last checkpoint and its evaluation, resumed by a pgrpo that then skipped it
+    results = tmp_path / "results"
+    with pytest.raises(SystemExit, match="2 of 4 cells failed: vanilla seed0, vanilla seed1"):
+        run_sweep(tmp_path, FakeFit(unevaluated={"vanilla"}), monkeypatch, "--results", str(results))
+    assert not (results / "demo" / "vanilla").exists() and (results / "demo" / "erase" / "seed0").is_dir()
+    assert "without its end-of-run evaluation" in (tmp_path / "demo" / "vanilla" / "seed0" / "fit.log").read_text()
+    retry = FakeFit()
+    run_sweep(tmp_path, retry, monkeypatch, "--results", str(results))
+    assert [cell_of(a) for a in retry.calls] == ["vanilla/seed0", "vanilla/seed1"]
+    assert all(a[-1].startswith("--ckpt_path=") for a in retry.calls)
+    assert json.loads((results / "demo" / "vanilla" / "seed0" / "end_eval.json").read_text())["step"] == 100
+
+
+def test_a_cell_recorded_finished_without_its_end_of_run_evaluation_is_resumed_not_kept(tmp_path, monkeypatch):
+    # logs left by a pgrpo that recorded such a run finished
+    run_sweep(tmp_path, FakeFit(), monkeypatch)
+    (tmp_path / "demo" / "vanilla" / "seed0" / "end_eval.json").unlink()
+    again = FakeFit()
+    run_sweep(tmp_path, again, monkeypatch, "--results", str(tmp_path / "results"))
+    assert [cell_of(a) for a in again.calls] == ["vanilla/seed0"] and again.calls[0][-1].startswith("--ckpt_path=")
+    assert (tmp_path / "results" / "demo" / "vanilla" / "seed0" / "end_eval.json").is_file()
 
 
 def test_a_finished_sweep_rerun_with_more_steps_goes_on_from_each_cells_checkpoint(tmp_path, monkeypatch):
@@ -364,7 +392,7 @@ def test_a_real_sweep_runs_every_cell_and_reports(tmp_path, capsys):
           "--configs", str(REPO / "configs"), "--overrides", json.dumps(fast)])
     main(["report", str(tmp_path / "real")])
     out = capsys.readouterr().out
-    assert "| vanilla | 1 |" in out and "| random_v | 1 |" in out
+    assert "| vanilla | vanilla | 1 |" in out and "| random_v | control | 1 |" in out
 
 
 PLANS = sorted((REPO / "configs" / "sweeps").glob("*.yaml"))
