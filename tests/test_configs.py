@@ -18,8 +18,8 @@ from pgrpo.cli import main
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ALL = sorted(p.name for p in CONFIGS.glob("*.yaml"))
 # the roots every runnable config builds on: the embedded family's shared base, the Qwen3-4B one-GPU run and
-# SmolLM2 on CPU
-ROOTS = {"embedded.yaml", "qwen3_4b_gpu.yaml", "smollm2.yaml"}
+# SmolLM2 on CPU (an overlay: the model and its sizes)
+ROOTS = {"embedded.yaml", "qwen3_4b_gpu.yaml", "smollm2_cpu.yaml"}
 
 
 def own(path: Path) -> dict:

@@ -39,12 +39,15 @@ DEFAULT_SEEDS = [0, 1, 2]
 
 @dataclass
 class Stage:
-    """One stage of a sweep plan: these arms at the plan's seeds, with these extra fit arguments."""
+    """One stage of a sweep plan: these arms at the plan's seeds (or its own), with these extra fit arguments."""
 
     arms: list[str]
     """configs, as in --arms; an arm an earlier stage ran is lengthened here with a larger --trainer.max_steps=N."""
     overrides: list[str] = field(default_factory=list)
     """`pgrpo fit` arguments for this stage's cells, after the sweep's own --overrides."""
+    seeds: list[int] | None = None
+    """this stage's seeds, in place of the plan's: a bench whose time may run out runs every arm at one seed
+    before any at the next, a stage each."""
 
 
 def sweep(
@@ -77,7 +80,7 @@ def sweep(
         seeds: seeds every arm runs at (cell k gets --seed_everything k and --data.seed k).
         overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20]; a finished
             sweep rerun with another --trainer.max_steps=N and nothing else changed goes on to step N.
-        stages: further stages, each {arms, overrides}, run in order after --arms.
+        stages: further stages, each {arms, overrides, seeds}, run in order after --arms.
         workers: cells run at once (each its own process; on a machine of C cores give each C/workers
             threads: --threads 1 with 2 workers on 2 cores).
         threads: each cell's torch threads (OMP_NUM_THREADS; default: as the environment has it). A run's last
@@ -92,12 +95,13 @@ def sweep(
         raise SystemExit(f"--workers {workers} --threads {threads}: each must be at least 1")
     root = Path(logs) / name
     kept_root = Path(results) / name if results else None
-    plan = ([Stage(list(arms))] if arms else []) + [Stage(list(s.arms), list(s.overrides)) for s in stages]
+    plan = ([Stage(list(arms))] if arms else []) + [Stage(list(s.arms), list(s.overrides), s.seeds) for s in stages]
     if not any(stage.arms for stage in plan):
         raise SystemExit("pgrpo sweep: no arms (give --arms, or --stages in a plan)")
     # every cell's arguments first, so a misspelt arm fails before hours of the others have run
     stage_cells = [[(arm_name(arm), seed, fit_args(arm, seed, root, Path(configs), overrides + stage.overrides))
-                    for arm in stage.arms for seed in seeds] for stage in plan]
+                    for arm in stage.arms for seed in (seeds if stage.seeds is None else stage.seeds)]
+                   for stage in plan]
     planned: dict[Path, list[list[str]]] = {}  # each cell's arguments, stage by stage
     for arm, seed, argv in (cell for cells in stage_cells for cell in cells):
         planned.setdefault(root / arm / f"seed{seed}", []).append(argv)

@@ -16,6 +16,7 @@ from pgrpo.cli import main
 from pgrpo.embedded import MARKER
 from pgrpo.events import read_scalars
 from pgrpo.models import model_id
+from test_configs import contains, merged
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -350,6 +351,17 @@ class SlowFit(FakeFit):
         return rc
 
 
+def test_a_stage_with_its_own_seeds_runs_every_arm_at_the_first_seed_before_any_at_the_next(tmp_path, monkeypatch):
+    # a bench whose budget may end early: seed 0 of every arm first, then as much of seed 1 as the budget allows
+    plan = write_plan(tmp_path, "  - {arms: [vanilla, erase], seeds: [5]}\n"
+                                "  - {arms: [vanilla, erase], seeds: [6]}\n"
+                                "  - arms: [random_v]\n")
+    fake = FakeFit()
+    run_plan(tmp_path, plan, fake, monkeypatch)
+    assert [cell_of(a) for a in fake.calls] == ["vanilla/seed5", "erase/seed5", "vanilla/seed6", "erase/seed6",
+                                                "random_v/seed0", "random_v/seed1"]  # the plan's seeds: [0, 1]
+
+
 def test_workers_run_a_stages_cells_side_by_side_and_a_stage_waits_for_the_one_before(tmp_path, monkeypatch):
     plan = write_plan(tmp_path, "  - arms: [vanilla, erase]\n"
                                 "  - {arms: [erase], overrides: [--trainer.max_steps=300]}\n", workers=2)
@@ -414,10 +426,5 @@ def test_a_shipped_plan_names_configs_that_exist_and_each_overlay_resolves_on_it
             main(["fit", *[x for c in configs for x in ("--config", c)], "--print_config"])
         assert exit_.value.code in (None, 0), f"{plan.name}: {arm} does not resolve"
         resolved = yaml.safe_load(capsys.readouterr().out)
-        stated = yaml.safe_load((REPO / "configs" / f"{overlay}.yaml").read_text()) or {}
-        for key, value in stated.items():  # the overlay's own settings survive in the whole
-            node = resolved
-            for part in key.split("."):
-                node = node[part]
-            if not isinstance(value, dict):
-                assert node == value, f"{arm}: {key} is {node!r}, not the overlay's {value!r}"
+        # the overlay's own settings, and those of the files it builds on, survive in the whole
+        assert contains(resolved, merged(REPO / "configs" / f"{overlay}.yaml")), f"{arm}: {overlay} is overridden"

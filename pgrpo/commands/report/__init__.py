@@ -55,7 +55,7 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             stopped before it are left out, and named.
         plan: the sweep plan (`pgrpo sweep --config PLAN`) that made LOGDIR: one report per stage, into
             OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps), once all its
-            cells (arms × the plan's seeds) have that many steps; under the first stage's decision table, the
+            cells (its arms × its seeds, else the plan's) have that many steps; under the first stage's decision table, the
             methods the protocol's rule S selects for the later stages.
         protocol: the protocol the runs were planned under (docs/bench/protocol.md): the report names its
             commit and applies its decision rules (pgrpo/commands/report/decisions.py) in a table of their own
@@ -65,8 +65,7 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         write_report(find_runs(logdir), logdir, baseline, out, last, arms, steps, protocol, select=True)
         return
     runs = find_runs(logdir)
-    seeds, stages = plan_stages(plan)
-    for i, (stage_arms, stage_steps) in enumerate(stages, 1):
+    for i, (stage_arms, stage_steps, seeds) in enumerate(plan_stages(plan), 1):
         stage_steps = stage_steps or steps
         cells = {(arm, f"seed{k}") for arm in stage_arms for k in seeds}  # as `pgrpo sweep` lays them out
         done = {(r.arm, r.seed) for r in runs if stage_steps is None or run_length(r) >= stage_steps} & cells
@@ -76,8 +75,9 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
                   f"the rest have")
             continue
         # rule S picks the later stages' methods from the first stage's table alone
-        write_report(runs, logdir, baseline, str(Path(out or Path(logdir) / "report") / f"stage{i}"), last,
-                     stage_arms, stage_steps, protocol, select=i == 1)
+        write_report([r for r in runs if (r.arm, r.seed) in cells], logdir, baseline,
+                     str(Path(out or Path(logdir) / "report") / f"stage{i}"), last, stage_arms, stage_steps, protocol,
+                     select=i == 1)
 
 
 def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | None, last: int,
@@ -177,9 +177,9 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     print(text, end="")
 
 
-def plan_stages(plan: str) -> tuple[list[int], list[tuple[list[str], int | None]]]:
-    """A sweep plan's seeds, and each of its stages: its arms as the sweep names them, and its
-    --trainer.max_steps override."""
+def plan_stages(plan: str) -> list[tuple[list[str], int | None, list[int]]]:
+    """A sweep plan's stages: each one's arms as the sweep names them, its --trainer.max_steps override and its
+    seeds (its own, else the plan's)."""
     import yaml
 
     from pgrpo.commands.sweep import DEFAULT_SEEDS, MAX_STEPS, arm_name
@@ -192,8 +192,9 @@ def plan_stages(plan: str) -> tuple[list[int], list[tuple[list[str], int | None]
     out = []
     for stage in stages:
         steps = [o[len(MAX_STEPS):] for o in stage.get("overrides", []) if o.startswith(MAX_STEPS)]
-        out.append(([arm_name(a) for a in stage["arms"]], int(steps[-1]) if steps else None))
-    return seeds, out
+        out.append(([arm_name(a) for a in stage["arms"]], int(steps[-1]) if steps else None,
+                    stage.get("seeds", seeds)))
+    return out
 
 
 def protocol_commit(path: str) -> str:

@@ -170,3 +170,17 @@ def test_rule_s_selects_the_three_largest_placebo_gaps_among_matched_placebos(tm
     assert rows["route"]["P"] == "placebo not matched"
     selection = (root / "out" / "decisions.md").read_text().split("Rule S")[1]
     assert [part.split("`")[1] for part in selection.split("), ")] == ["erase", "probe_penalty", "adv_gate"]
+
+
+def test_a_stage_with_its_own_seeds_is_reported_at_those_seeds_alone(tmp_path, protocol, capsys):
+    root = tmp_path / "sweep"
+    bench(root, [0.0] * 5)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: sweep\nseeds: {list(SEEDS)}\nstages:\n"
+                    f"  - {{arms: [vanilla, erase], seeds: [{SEEDS[0]}]}}\n"
+                    "  - {arms: [vanilla, erase], seeds: [99]}\n")
+    main(["report", str(root), "--plan", str(plan), "--steps", str(STEPS), "--out", str(tmp_path / "out")])
+    assert "stage 2: 0 of its 2 cells have finished" in capsys.readouterr().out
+    assert not (tmp_path / "out" / "stage2").exists()
+    rows = table((tmp_path / "out" / "stage1" / "report.md").read_text(), "arm")
+    assert rows["vanilla"]["seeds"] == rows["erase"]["seeds"] == "1"
