@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from pgrpo.base_eval import evaluate_base, hint_reading
+from pgrpo.base_eval import evaluate_base, hint_reading, hint_reading_line
 from pgrpo.embedded import build_embedded_default, embedded_default_path
 
 
@@ -35,5 +35,4 @@ def build_base(out: str | None = None, evaluate: bool = True, samples_per_proble
         for key, value in rates.items():
             print(f"{key}: {value:.3f}")
         reading = hint_reading(path, samples_per_problem)
-        print(f"hint_reading: {reading['hint_reading']:.3f} ({reading['named_lever']} of the "
-              f"{reading['lever_samples']} samples that pull a lever pull the one the hint names; chance 1/6)")
+        print(hint_reading_line(reading))

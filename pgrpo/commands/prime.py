@@ -3,7 +3,7 @@
 from dataclasses import fields
 from pathlib import Path
 
-from pgrpo.base_eval import evaluate_base, hint_reading
+from pgrpo.base_eval import evaluate_base, hint_reading, hint_reading_line
 from pgrpo.models import PRIMED, model_id, resolve_model_path
 from pgrpo.priming import PrimeSettings, primed_checkpoint
 from pgrpo.rollout import SamplingConfig
@@ -54,5 +54,4 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None, hack_sha
         for key, value in evaluate_base(path, samples_per_problem, sampling, dtype=dtype).items():
             print(f"{key}: {value:.3f}")
         reading = hint_reading(path, samples_per_problem, sampling, dtype=dtype)
-        print(f"hint_reading: {reading['hint_reading']:.3f} ({reading['named_lever']} of the "
-              f"{reading['lever_samples']} samples that pull a lever pull the one the hint names; chance 1/6)")
+        print(hint_reading_line(reading))
