@@ -59,19 +59,25 @@ class EndOfRunEval(Callback):
     @override
     def on_fit_end(self, trainer, pl_module) -> None:
         # A run killed between its final checkpoint and this evaluation resumes with no step left: Lightning then
-        # skips the training loop and its on_train_end, and tears the run down first (the module back on the CPU,
-        # the loggers closed) — so evaluate on the run's device here, and close the loggers again.
-        if self._evaluated or not self._due(trainer):
+        # skips the training loop and its on_train_end, and has torn the run down by now (single-device and DDP
+        # teardown move the module to the CPU), so it is evaluated here, on the run's device. A resume of a run
+        # that was evaluated is not evaluated again.
+        if self._evaluated or not self._due(trainer) or self._on_file(trainer):
             return
+        device = pl_module.device
         pl_module.to(trainer.strategy.root_device)
         self._evaluate(trainer, pl_module)
-        pl_module.cpu()
-        for logger in trainer.loggers:
-            logger.finalize("success")
+        pl_module.to(device)
 
     def _due(self, trainer) -> bool:
-        # off, or the run stopped early (it is evaluated when a resume finishes it)
-        return bool(self.samples_per_problem) and trainer.global_step >= (trainer.max_steps or 0)
+        # off, no step trained, or the run stopped early (it is evaluated when a resume finishes it)
+        return (bool(self.samples_per_problem) and trainer.global_step > 0
+                and trainer.global_step >= (trainer.max_steps or 0))
+
+    def _on_file(self, trainer) -> bool:
+        run_dir = board_dir(trainer)
+        path = run_dir / FILE if run_dir is not None else None
+        return path is not None and path.is_file() and json.loads(path.read_text()).get("step") == trainer.global_step
 
     def _evaluate(self, trainer, pl_module) -> None:
         start = time.perf_counter()

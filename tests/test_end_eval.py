@@ -2,6 +2,7 @@
 
 import json
 
+import pgrpo.end_eval as end_eval_mod
 from pgrpo.cli import main
 from pgrpo.events import read_scalars
 from pgrpo.intervals import wilson
@@ -48,3 +49,13 @@ def test_a_run_killed_between_its_last_checkpoint_and_its_evaluation_is_evaluate
     resumed = json.loads((run / "end_eval.json").read_text())
     assert {k: v for k, v in resumed.items() if k != "seconds"} == {k: v for k, v in whole.items() if k != "seconds"}
     assert read_scalars(run)["end/hack"] == [(1, whole["train"]["hack"])]
+
+
+def test_a_run_is_evaluated_once_and_not_again_by_a_resume_that_finds_it_evaluated(tmp_path, monkeypatch):
+    calls = []
+    evaluate = end_eval_mod.end_of_run_eval
+    monkeypatch.setattr(end_eval_mod, "end_of_run_eval", lambda *a, **k: calls.append(1) or evaluate(*a, **k))
+    main(fast("vanilla", tmp_path, 2, "--end_eval.samples_per_problem=1"))
+    assert len(calls) == 1
+    main(fast("vanilla", tmp_path, 2, "--end_eval.samples_per_problem=1", "--ckpt_path=last"))
+    assert len(calls) == 1

@@ -77,7 +77,8 @@ def sweep(
         arms: configs (erase = <configs>/erase.yaml, or a .yaml path), or several joined by "+" and applied
             in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v]; the first
             stage, before any of --stages.
-        seeds: seeds every arm runs at (cell k gets --seed_everything k and --data.seed k).
+        seeds: seeds every arm runs at, unless a stage gives its own (cell k gets --seed_everything k and
+            --data.seed k).
         overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20]; a finished
             sweep rerun with another --trainer.max_steps=N and nothing else changed goes on to step N.
         stages: further stages, each {arms, overrides, seeds}, run in order after --arms.
@@ -206,7 +207,7 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
     plan's later stages; a cell one of those already ran (lengthened) has been through this stage. `kept`: where
     the finished cell is kept (--results); one kept there with these arguments is not run again."""
     kept_record = read_record(kept) if kept else None
-    if kept_record and kept_record["status"] == "done" and kept_record["argv"] == argv:
+    if kept_record and kept_record["status"] == "done" and kept_record["argv"] == argv and evaluated(kept):
         return True, f"skipped (finished; kept in {kept})"
     if kept_record and kept_record["status"] == "done" and kept_record["argv"] in later:
         return True, f"skipped (a later stage went on from it; kept in {kept})"

@@ -16,7 +16,7 @@ from pgrpo.cli import main
 from pgrpo.embedded import MARKER
 from pgrpo.events import read_scalars
 from pgrpo.models import model_id
-from test_configs import contains, merged
+from test_configs import base_of, contains, flatten, merged, own
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ class FakeFit:
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
-        self.unevaluated = unevaluated  # arms whose run from step 0 exits 0 without its end-of-run evaluation
+        self.unevaluated = unevaluated  # arms whose first run here exits 0 without writing its end-of-run evaluation
         self.base_digest, self.base_model, self.curve = base_digest, base_model, curve
         self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
 
@@ -48,8 +48,8 @@ class FakeFit:
             writer.add_scalar("hack/student", self.curve, step)
         writer.add_scalar("end/hack", max_steps / 100, max_steps - 1)
         writer.close()
-        resumed = any(a.startswith("--ckpt_path=") for a in argv)
-        if resumed or cell.parent.name not in self.unevaluated:
+        first = [cell_of(c) for c in self.calls].count(cell_of(argv)) == 1
+        if not (first and cell.parent.name in self.unevaluated):
             (cell / "end_eval.json").write_text(json.dumps({"step": max_steps, "train": {"samples": 336}}))
         if self.base_digest:  # what models.base_record writes
             (cell / "base.json").write_text(json.dumps({"model": self.base_model, "model_id": self.base_id,
@@ -147,6 +147,32 @@ def test_a_cell_recorded_finished_without_its_end_of_run_evaluation_is_resumed_n
     run_sweep(tmp_path, again, monkeypatch, "--results", str(tmp_path / "results"))
     assert [cell_of(a) for a in again.calls] == ["vanilla/seed0"] and again.calls[0][-1].startswith("--ckpt_path=")
     assert (tmp_path / "results" / "demo" / "vanilla" / "seed0" / "end_eval.json").is_file()
+
+
+def test_a_cell_kept_without_its_end_of_run_evaluation_runs_again(tmp_path, monkeypatch):
+    # kept by a sweep before it checked: a fresh clone does not take it for finished
+    results = tmp_path / "results"
+    run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", str(results))
+    (results / "demo" / "vanilla" / "seed0" / "end_eval.json").unlink()
+    shutil.rmtree(tmp_path / "demo")
+    again = FakeFit()
+    run_sweep(tmp_path, again, monkeypatch, "--results", str(results))
+    assert [cell_of(a) for a in again.calls] == ["vanilla/seed0"]
+    assert (results / "demo" / "vanilla" / "seed0" / "end_eval.json").is_file()
+
+
+def test_a_lengthened_cell_whose_evaluation_is_still_the_shorter_runs_is_not_kept(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", str(results))  # 100 steps, evaluated at 100
+    with pytest.raises(SystemExit, match="2 of 4 cells failed: vanilla seed0, vanilla seed1"):
+        run_sweep(tmp_path, FakeFit(unevaluated={"vanilla"}), monkeypatch, "--results", str(results),
+                  "--overrides", "[--trainer.max_steps=300]")
+    kept = results / "demo" / "vanilla" / "seed0"
+    assert json.loads((kept / "cell.json").read_text())["max_steps"] == 100  # still the 100-step run
+    retry = FakeFit()
+    run_sweep(tmp_path, retry, monkeypatch, "--results", str(results), "--overrides", "[--trainer.max_steps=300]")
+    assert [cell_of(a) for a in retry.calls] == ["vanilla/seed0", "vanilla/seed1"]
+    assert json.loads((kept / "end_eval.json").read_text())["step"] == 300
 
 
 def test_a_finished_sweep_rerun_with_more_steps_goes_on_from_each_cells_checkpoint(tmp_path, monkeypatch):
@@ -416,15 +442,42 @@ def test_a_shipped_plan_names_configs_that_exist_and_each_overlay_resolves_on_it
     arms = [arm for stage in stages for arm in stage["arms"]]
     for arm in arms:  # raises, naming the arm, for a config that is not there
         sweep_mod.fit_args(arm, 0, tmp_path, REPO / "configs", [])
-    first_with = {}
-    for arm in arms:
-        for overlay in arm.split("+")[1:]:
-            first_with.setdefault(overlay, arm)
-    for overlay, arm in first_with.items():
+    for arm in dict.fromkeys(a for a in arms if "+" in a):
         configs = [a for a in sweep_mod.fit_args(arm, 0, tmp_path, REPO / "configs", []) if a.endswith(".yaml")]
         with pytest.raises(SystemExit) as exit_:
             main(["fit", *[x for c in configs for x in ("--config", c)], "--print_config"])
         assert exit_.value.code in (None, 0), f"{plan.name}: {arm} does not resolve"
         resolved = yaml.safe_load(capsys.readouterr().out)
-        # the overlay's own settings, and those of the files it builds on, survive in the whole
-        assert contains(resolved, merged(REPO / "configs" / f"{overlay}.yaml")), f"{arm}: {overlay} is overridden"
+        # the arm's settings and each overlay's (with the files they build on) survive in the whole, a later
+        # file winning only the settings it states
+        expected = {}
+        for config in configs:
+            expected = setting_by_setting(expected, merged(Path(config)))
+        assert contains(resolved, expected), f"{plan.name}: {arm} loses a setting of one of its configs"
+        # an overlay swaps a substrate in (a model, held-out levers, no teacher): it leaves what makes the arm
+        # (its intervention, an honest arm's loopholes) as the arm states it
+        arm_states = set().union(*(leaves(own(c)) for c in chain(Path(configs[0])) if base_of(c)))
+        overlays = set().union(*(leaves(merged(Path(c))) for c in configs[1:]))
+        clash = {k for k in arm_states & overlays if not k.startswith("trainer.logger")}
+        assert not clash, f"{plan.name}: in {arm}, an overlay restates the arm's own {sorted(clash)}"
+
+
+def chain(path: Path) -> list[Path]:
+    """A config and the files it builds on, up to its root."""
+    return [path] + (chain(base_of(path)) if base_of(path) else [])
+
+
+def leaves(tree: dict) -> set[str]:
+    return {leaf for key, value in tree.items() if key != "config" for leaf, _ in flatten(key, value)}
+
+
+def setting_by_setting(base: dict, later: dict) -> dict:
+    """Two --config files as jsonargparse joins them: mapping by mapping, an object of another class replaced."""
+    out = dict(base)
+    for key, value in later.items():
+        before = out.get(key)
+        same_object = not (isinstance(value, dict) and "class_path" in value
+                           and isinstance(before, dict) and before.get("class_path") != value["class_path"])
+        out[key] = setting_by_setting(before, value) if isinstance(value, dict) and isinstance(before, dict) \
+            and same_object else value
+    return out

@@ -193,7 +193,7 @@ def plan_stages(plan: str) -> list[tuple[list[str], int | None, list[int]]]:
     for stage in stages:
         steps = [o[len(MAX_STEPS):] for o in stage.get("overrides", []) if o.startswith(MAX_STEPS)]
         out.append(([arm_name(a) for a in stage["arms"]], int(steps[-1]) if steps else None,
-                    stage.get("seeds", seeds)))
+                    seeds if stage.get("seeds") is None else stage["seeds"]))
     return out
 
 

@@ -178,9 +178,12 @@ def test_a_stage_with_its_own_seeds_is_reported_at_those_seeds_alone(tmp_path, p
     plan = tmp_path / "plan.yaml"
     plan.write_text(f"name: sweep\nseeds: {list(SEEDS)}\nstages:\n"
                     f"  - {{arms: [vanilla, erase], seeds: [{SEEDS[0]}]}}\n"
-                    "  - {arms: [vanilla, erase], seeds: [99]}\n")
+                    "  - {arms: [vanilla, erase], seeds: [99]}\n"
+                    "  - {arms: [vanilla, random_v], seeds: null}\n")  # the plan's, as the sweep reads it
     main(["report", str(root), "--plan", str(plan), "--steps", str(STEPS), "--out", str(tmp_path / "out")])
     assert "stage 2: 0 of its 2 cells have finished" in capsys.readouterr().out
     assert not (tmp_path / "out" / "stage2").exists()
+    third = table((tmp_path / "out" / "stage3" / "report.md").read_text(), "arm")
+    assert third["vanilla"]["seeds"] == str(len(SEEDS))
     rows = table((tmp_path / "out" / "stage1" / "report.md").read_text(), "arm")
     assert rows["vanilla"]["seeds"] == rows["erase"]["seeds"] == "1"
