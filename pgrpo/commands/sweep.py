@@ -6,8 +6,9 @@ and status). `pgrpo report <logs>/<sweep>` reads this layout back.
 
 With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json,
 config.yaml, base.json, end_eval.json, fit.log and scalars (scalars.json, in place of the event files), about
-70 KB with no checkpoint, to be committed as cells land. A sweep that takes several sessions of a machine whose
-logs do not outlive it then resumes from a fresh clone, and `pgrpo report <results>/<sweep>` reads it as it reads logs.
+70 KB, and its last.ckpt while a later stage of the plan is to go on from it, to be committed as cells land. A
+sweep that takes several sessions of a machine whose logs do not outlive it then resumes from a fresh clone, and
+`pgrpo report <results>/<sweep>` reads it as it reads logs.
 
 A finished sweep is lengthened by rerunning it with a larger --trainer.max_steps=N: each cell resumes from
 its last checkpoint. Nothing in a run depends on max_steps but where it stops (the warmup counts from step
@@ -33,6 +34,7 @@ from pgrpo.models import model_id, same_base
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
+KEPT_CHECKPOINT = "last.ckpt"  # in a kept cell a later stage goes on from
 MAX_STEPS = "--trainer.max_steps="
 DEFAULT_SEEDS = [0, 1, 2]
 
@@ -89,7 +91,8 @@ def sweep(
         logs: root log directory.
         configs: directory the arm names are looked up in.
         results: where each finished cell is kept, to be committed: <results>/<name>/<arm>/seed<k>/ (its record,
-            config, base, end-of-run evaluation, output and scalars; no events, no checkpoint). A cell kept there
+            config, base, end-of-run evaluation, output and scalars; its last checkpoint only while a later stage
+            is to go on from it). A cell kept there
             with the same arguments is skipped, so a rerun from a fresh clone goes on where the committed results stop.
     """
     if workers < 1 or (threads is not None and threads < 1):
@@ -169,7 +172,7 @@ def fit_args(arm: str, seed: int, root: Path, configs: Path, overrides: list[str
 def refuse_other_arguments(cell: Path, argvs: list[list[str]], kept: bool = False) -> None:
     """A cell with progress (finished, or a checkpoint to resume) must not be continued with other arguments than
     one of the stages that run it (`argvs`, in stage order) gives it. `kept`: the cell as kept in --results, which a
-    longer run may replace (it reruns from step 0 where no checkpoint is at hand: the same run, taken further)."""
+    longer run may replace (from its kept checkpoint, else from step 0: the same arguments, taken further)."""
     record = read_record(cell)
     if record and record["argv"] not in argvs and (record["status"] == "done" or (cell / LAST).is_file()):
         if any(lengthens(record, argv, cell, need_checkpoint=not kept) for argv in argvs):
@@ -205,22 +208,30 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
              kept: Path | None = None) -> tuple[bool, str]:
     """Run, resume or skip one cell: (finished, what happened in one line). `later`: the cell's arguments in the
     plan's later stages; a cell one of those already ran (lengthened) has been through this stage. `kept`: where
-    the finished cell is kept (--results); one kept there with these arguments is not run again."""
+    the finished cell is kept (--results); one kept there with these arguments is not run again, and one a later
+    stage goes on from keeps its last checkpoint, which a machine without the logs resumes from."""
     kept_record = read_record(kept) if kept else None
     if kept_record and kept_record["status"] == "done" and kept_record["argv"] == argv and evaluated(kept):
+        if later:
+            keep_checkpoint_of_the_kept_run(cell, kept)
         return True, f"skipped (finished; kept in {kept})"
     if kept_record and kept_record["status"] == "done" and kept_record["argv"] in later:
         return True, f"skipped (a later stage went on from it; kept in {kept})"
     record = read_record(cell)
     if record and record["status"] == "done" and record["argv"] == argv and evaluated(cell):
         if kept:
-            keep_cell(cell, kept)
+            keep_cell(cell, kept, checkpoint=bool(later))
         return True, "skipped (finished)" + (f"; kept in {kept}" if kept else "")
     if record and record["argv"] in later:
         return True, "skipped (a later stage went on from it)"
     resume = (cell / LAST).is_file()
     if not resume and cell.exists():
         shutil.rmtree(cell)  # a partial run without a checkpoint has nothing worth keeping: start clean
+    if (not resume and kept_record and (kept / KEPT_CHECKPOINT).is_file()
+            and lengthens(kept_record, argv, kept, need_checkpoint=False)):
+        (cell / LAST).parent.mkdir(parents=True)  # the kept run goes on where it stopped, not again from step 0
+        shutil.copyfile(kept / KEPT_CHECKPOINT, cell / LAST)
+        resume = True
     cell.mkdir(parents=True, exist_ok=True)
     write_record(cell, {"argv": argv, "status": "running"})
     start = time.perf_counter()
@@ -237,7 +248,7 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
     if rc != 0:
         return False, f"FAILED (exit {rc}; see {cell / 'fit.log'})"
     if kept:
-        keep_cell(cell, kept)
+        keep_cell(cell, kept, checkpoint=bool(later))
     return True, ("resumed from its last checkpoint, " if resume else "") + f"done in {seconds:.0f} s"
 
 
@@ -287,9 +298,10 @@ def refuse_another_cached_base(store: Path) -> None:
                              f"(results/README.md)")
 
 
-def keep_cell(cell: Path, kept: Path) -> None:
-    """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`; its record
-    last, so that a copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base
+def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
+    """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`, and its last
+    checkpoint where a later stage goes on from it (`checkpoint`); its record last, so that a copy cut short is
+    never taken for this run finished. Refused (OtherBase) for a cell whose base
     has another model_id or other bytes than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the
     same model name; a stage on another model (the distinct-openings twin) is its own.
 
@@ -321,7 +333,28 @@ def keep_cell(cell: Path, kept: Path) -> None:
     for name in (BASE_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)
+    if checkpoint and (cell / LAST).is_file():
+        copy_whole(cell / LAST, kept / KEPT_CHECKPOINT)
+    else:  # nothing goes on from this run: a shorter one's checkpoint would only mislead
+        (kept / KEPT_CHECKPOINT).unlink(missing_ok=True)
     write_record(kept, read_record(cell) | {"max_steps": steps})
+
+
+def keep_checkpoint_of_the_kept_run(cell: Path, kept: Path) -> None:
+    """A cell kept before kept cells held checkpoints gets its run's own from the logs, where they hold that run:
+    the same output, byte for byte (another run of the same arguments elsewhere is not the kept one)."""
+    if ((kept / KEPT_CHECKPOINT).is_file() or not (cell / LAST).is_file() or not (cell / "fit.log").is_file()
+            or not (kept / "fit.log").is_file()):
+        return
+    if (cell / "fit.log").read_bytes() == (kept / "fit.log").read_bytes():
+        copy_whole(cell / LAST, kept / KEPT_CHECKPOINT)
+
+
+def copy_whole(src: Path, dst: Path) -> None:
+    """Copy by rename: a copy cut short is never taken for the file (a torn checkpoint would not resume)."""
+    tmp = dst.with_name(f"{dst.name}.tmp")
+    shutil.copyfile(src, tmp)
+    tmp.rename(dst)
 
 
 def run_fit(argv: list[str], log: Path, threads: int | None = None) -> int:

@@ -26,11 +26,12 @@ class FakeFit:
 
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
                  base_digest: str | None = None, base_model: str = "embedded", base_id: str | None = None,
-                 curve: float = 0.5, unevaluated: set[str] = frozenset()):
+                 curve: float = 0.5, unevaluated: set[str] = frozenset(), stop_at: int | None = None):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
         self.unevaluated = unevaluated  # arms whose first run here exits 0 without writing its end-of-run evaluation
+        self.stop_at = stop_at  # a cell asked for more steps fails before it writes anything: the machine went away
         self.base_digest, self.base_model, self.curve = base_digest, base_model, curve
         self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
 
@@ -40,6 +41,8 @@ class FakeFit:
         cell = log.parent
         steps = [a.split("=", 1)[1] for a in argv if a.startswith("--trainer.max_steps=")]
         max_steps = int(steps[-1]) if steps else 100
+        if self.stop_at is not None and max_steps > self.stop_at:
+            return 1
         (cell / "config.yaml").write_text(f"trainer:\n  max_steps: {max_steps}\nend_eval:\n  samples_per_problem: 8\n")
         with log.open("a") as out:
             out.write(f"{max_steps} steps\n")
@@ -270,6 +273,40 @@ def test_a_kept_cell_is_lengthened_from_step_0_where_its_checkpoint_did_not_outl
     assert (kept / "end_eval.3steps.json").is_file() and (kept / "fit.3steps.log").read_text() == "3 steps\n"
 
 
+LENGTHENED = "  - arms: [vanilla, erase]\n  - {arms: [erase], overrides: [--trainer.max_steps=300]}\n"
+
+
+def test_a_kept_cell_a_later_stage_lengthens_keeps_its_checkpoint_and_a_fresh_clone_goes_on_from_it(tmp_path,
+                                                                                                     monkeypatch):
+    plan = write_plan(tmp_path, LENGTHENED, results=tmp_path / "results")
+    with pytest.raises(SystemExit):  # the machine goes after stage 1
+        run_plan(tmp_path, plan, FakeFit(stop_at=100), monkeypatch)
+    kept = tmp_path / "results" / "demo"
+    assert (kept / "erase" / "seed0" / "last.ckpt").read_bytes() == b"ckpt"
+    assert not (kept / "vanilla" / "seed0" / "last.ckpt").exists()  # no later stage goes on from it
+    shutil.rmtree(tmp_path / "demo")  # a fresh clone
+    fresh = FakeFit()
+    run_plan(tmp_path, plan, fresh, monkeypatch)
+    assert [cell_of(a) for a in fresh.calls] == ["erase/seed0", "erase/seed1"]
+    assert fresh.calls[0][-1] == f"--ckpt_path={tmp_path / 'demo' / 'erase' / 'seed0' / 'checkpoints' / 'last.ckpt'}"
+    assert json.loads((kept / "erase" / "seed0" / "end_eval.json").read_text())["step"] == 300
+    assert not (kept / "erase" / "seed0" / "last.ckpt").exists()  # nothing goes on from the 300-step run
+
+
+def test_a_cell_kept_before_checkpoints_were_kept_gets_its_own_from_the_logs(tmp_path, monkeypatch):
+    plan = write_plan(tmp_path, LENGTHENED, results=tmp_path / "results")
+    with pytest.raises(SystemExit):
+        run_plan(tmp_path, plan, FakeFit(stop_at=100), monkeypatch)
+    kept = tmp_path / "results" / "demo" / "erase"
+    for k in (0, 1):
+        (kept / f"seed{k}" / "last.ckpt").unlink()
+    (tmp_path / "demo" / "erase" / "seed1" / "fit.log").write_text("another run of these arguments\n")
+    with pytest.raises(SystemExit):
+        run_plan(tmp_path, plan, FakeFit(stop_at=100), monkeypatch)
+    assert (kept / "seed0" / "last.ckpt").is_file()
+    assert not (kept / "seed1" / "last.ckpt").exists()  # the checkpoint in the logs is not of the kept run
+
+
 def test_a_kept_cell_lengthened_on_another_machine_keeps_its_published_steps(tmp_path, monkeypatch):
     results = str(tmp_path / "results")
     run_sweep(tmp_path, FakeFit(curve=0.5), monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=3]")
@@ -326,9 +363,10 @@ def test_overlays_join_configs_in_order_and_a_misspelt_arm_fails_before_anything
     assert nothing.calls == []
 
 
-def write_plan(tmp_path: Path, stages: str, workers: int = 1) -> Path:
+def write_plan(tmp_path: Path, stages: str, workers: int = 1, results: Path | None = None) -> Path:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(f"name: demo\nseeds: [0, 1]\nworkers: {workers}\nstages:\n{stages}")
+    kept = f"results: {results}\n" if results else ""
+    plan.write_text(f"name: demo\nseeds: [0, 1]\nworkers: {workers}\n{kept}stages:\n{stages}")
     return plan
 
 
