@@ -10,6 +10,7 @@ to the curves as end/... at the last step, where `pgrpo report` reads them.
 
 import json
 import time
+from pathlib import Path
 
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
@@ -76,8 +77,7 @@ class EndOfRunEval(Callback):
 
     def _on_file(self, trainer) -> bool:
         run_dir = board_dir(trainer)
-        path = run_dir / FILE if run_dir is not None else None
-        return path is not None and path.is_file() and json.loads(path.read_text()).get("step") == trainer.global_step
+        return run_dir is not None and evaluated_at(run_dir, trainer.global_step)
 
     def _evaluate(self, trainer, pl_module) -> None:
         start = time.perf_counter()
@@ -96,6 +96,12 @@ class EndOfRunEval(Callback):
             path = run_dir / FILE
             path.write_text(json.dumps(result, indent=1))
             rank_zero_info(f"end-of-run evaluation: {summary_line(result)} ({path})")
+
+
+def evaluated_at(run_dir: Path, step: int | None) -> bool:
+    """Whether the run directory holds an end-of-run evaluation of step `step` (None: of any step)."""
+    path = run_dir / FILE
+    return path.is_file() and (step is None or json.loads(path.read_text()).get("step") == step)
 
 
 def end_of_run_eval(pl_module, splits: dict[str, list[Problem]], everything: list[Problem], n: int, seed: int,

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pgrpo.embedded import cached_build_digest
 from pgrpo.end_eval import FILE as END_EVAL_FILE
+from pgrpo.end_eval import evaluated_at
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_base, load_config, read_scalars, setting
 from pgrpo.models import model_id, same_base
 
@@ -92,8 +93,8 @@ def sweep(
         configs: directory the arm names are looked up in.
         results: where each finished cell is kept, to be committed: <results>/<name>/<arm>/seed<k>/ (its record,
             config, base, end-of-run evaluation, output and scalars; its last checkpoint only while a later stage
-            is to go on from it). A cell kept there
-            with the same arguments is skipped, so a rerun from a fresh clone goes on where the committed results stop.
+            is to go on from it). A cell kept there with the same arguments is skipped, so a rerun from a fresh
+            clone goes on where the committed results stop.
     """
     if workers < 1 or (threads is not None and threads < 1):
         raise SystemExit(f"--workers {workers} --threads {threads}: each must be at least 1")
@@ -230,7 +231,7 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
     if (not resume and kept_record and (kept / KEPT_CHECKPOINT).is_file()
             and lengthens(kept_record, argv, kept, need_checkpoint=False)):
         (cell / LAST).parent.mkdir(parents=True)  # the kept run goes on where it stopped, not again from step 0
-        shutil.copyfile(kept / KEPT_CHECKPOINT, cell / LAST)
+        copy_whole(kept / KEPT_CHECKPOINT, cell / LAST)
         resume = True
     cell.mkdir(parents=True, exist_ok=True)
     write_record(cell, {"argv": argv, "status": "running"})
@@ -259,8 +260,8 @@ def evaluated(cell: Path) -> bool:
     config = load_config(cell) or {}
     if not setting(config, "end_eval.samples_per_problem", 0):
         return True
-    path, steps = cell / END_EVAL_FILE, setting(config, "trainer.max_steps", -1)
-    return path.is_file() and (steps < 0 or json.loads(path.read_text()).get("step") == steps)  # -1: epochs decide
+    steps = setting(config, "trainer.max_steps", -1)
+    return evaluated_at(cell, steps if steps >= 0 else None)  # -1: the epochs decide where it stopped
 
 
 class OtherBase(Exception):
@@ -301,8 +302,7 @@ def refuse_another_cached_base(store: Path) -> None:
 def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
     """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`, and its last
     checkpoint where a later stage goes on from it (`checkpoint`); its record last, so that a copy cut short is
-    never taken for this run finished. Refused (OtherBase) for a cell whose base
-    has another model_id or other bytes than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the
+    never taken for this run finished. Refused (OtherBase) for a cell whose base has another model_id or other bytes than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the
     same model name; a stage on another model (the distinct-openings twin) is its own.
 
     A cell kept before at fewer steps (a later stage lengthened it) keeps what the longer run does not repeat: the

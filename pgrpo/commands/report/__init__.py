@@ -55,8 +55,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
             stopped before it are left out, and named.
         plan: the sweep plan (`pgrpo sweep --config PLAN`) that made LOGDIR: one report per stage, into
             OUT/stage<i>/, of that stage's arms at its --trainer.max_steps override (else at --steps), once all its
-            cells (its arms × its seeds, else the plan's) have that many steps; under the first stage's decision table, the
-            methods the protocol's rule S selects for the later stages.
+            cells (its arms × its seeds, else the plan's) have that many steps; under the first stage's decision
+            table, the methods the protocol's rule S selects for the later stages.
         protocol: the protocol the runs were planned under (docs/bench/protocol.md): the report names its
             commit and applies its decision rules (pgrpo/commands/report/decisions.py) in a table of their own
             (decisions.md).
