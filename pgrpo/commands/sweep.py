@@ -52,6 +52,34 @@ class Stage:
     """this stage's seeds, in place of the plan's: a bench whose time may run out runs every arm at one seed
     before any at the next, a stage each."""
 
+    def seeds_in(self, plan_seeds: list[int]) -> list[int]:
+        """The seeds this stage runs its arms at."""
+        return plan_seeds if self.seeds is None else self.seeds
+
+    def max_steps(self) -> int | None:
+        """The steps this stage runs its cells to, where its overrides say (else the sweep's or the configs')."""
+        asked = [o[len(MAX_STEPS):] for o in self.overrides if o.startswith(MAX_STEPS)]
+        return int(asked[-1]) if asked else None
+
+
+def stages_of(arms: list[str], stages: list[Stage]) -> list[Stage]:
+    """A sweep's stages in the order they run: --arms (if any) first, then --stages."""
+    return ([Stage(list(arms))] if arms else []) + [Stage(list(s.arms), list(s.overrides), s.seeds) for s in stages]
+
+
+def read_plan(path: str) -> tuple[list[int], list[Stage]]:
+    """A plan file's seeds and stages, read as `pgrpo sweep --config PATH` reads it (an unknown key is refused)."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_function_arguments(sweep)
+    parser.add_argument("--config", action=ActionConfigFile)
+    try:
+        plan = parser.instantiate(parser.parse_args(["--config", path]))
+    except Exception as err:  # jsonargparse says which key or value, and of what file
+        raise SystemExit(f"{path}: not a sweep plan ({err})") from err
+    return plan.seeds, stages_of(plan.arms, plan.stages)
+
 
 def sweep(
     name: str,
@@ -100,12 +128,12 @@ def sweep(
         raise SystemExit(f"--workers {workers} --threads {threads}: each must be at least 1")
     root = Path(logs) / name
     kept_root = Path(results) / name if results else None
-    plan = ([Stage(list(arms))] if arms else []) + [Stage(list(s.arms), list(s.overrides), s.seeds) for s in stages]
+    plan = stages_of(arms, stages)
     if not any(stage.arms for stage in plan):
         raise SystemExit("pgrpo sweep: no arms (give --arms, or --stages in a plan)")
     # every cell's arguments first, so a misspelt arm fails before hours of the others have run
     stage_cells = [[(arm_name(arm), seed, fit_args(arm, seed, root, Path(configs), overrides + stage.overrides))
-                    for arm in stage.arms for seed in (seeds if stage.seeds is None else stage.seeds)]
+                    for arm in stage.arms for seed in stage.seeds_in(seeds)]
                    for stage in plan]
     planned: dict[Path, list[list[str]]] = {}  # each cell's arguments, stage by stage
     for arm, seed, argv in (cell for cells in stage_cells for cell in cells):

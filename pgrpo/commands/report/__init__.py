@@ -64,10 +64,13 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     if plan is None:
         write_report(find_runs(logdir), logdir, baseline, out, last, arms, steps, protocol, select=True)
         return
+    from pgrpo.commands.sweep import arm_name, read_plan
+
     runs = find_runs(logdir)
-    for i, (stage_arms, stage_steps, seeds) in enumerate(plan_stages(plan), 1):
-        stage_steps = stage_steps or steps
-        cells = {(arm, f"seed{k}") for arm in stage_arms for k in seeds}  # as `pgrpo sweep` lays them out
+    plan_seeds, stages = read_plan(plan)
+    for i, stage in enumerate(stages, 1):
+        stage_arms, stage_steps = [arm_name(a) for a in stage.arms], stage.max_steps() or steps
+        cells = {(arm, f"seed{k}") for arm in stage_arms for k in stage.seeds_in(plan_seeds)}  # as the sweep lays them out
         done = {(r.arm, r.seed) for r in runs if stage_steps is None or run_length(r) >= stage_steps} & cells
         if len(done) < len(cells):  # a stage's verdicts wait for all its cells (a seed is never replaced)
             length = f" {stage_steps} steps" if stage_steps else ""
@@ -175,26 +178,6 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     text = "\n\n".join(parts) + "\n"
     (out_dir / "report.md").write_text(text)
     print(text, end="")
-
-
-def plan_stages(plan: str) -> list[tuple[list[str], int | None, list[int]]]:
-    """A sweep plan's stages: each one's arms as the sweep names them, its --trainer.max_steps override and its
-    seeds (its own, else the plan's)."""
-    import yaml
-
-    from pgrpo.commands.sweep import DEFAULT_SEEDS, MAX_STEPS, arm_name
-
-    try:
-        loaded = yaml.safe_load(Path(plan).read_text())
-        stages, seeds = loaded["stages"], loaded.get("seeds", DEFAULT_SEEDS)
-    except (OSError, KeyError, TypeError, AttributeError, yaml.YAMLError) as err:
-        raise SystemExit(f"--plan {plan}: not a sweep plan with stages ({err})") from err
-    out = []
-    for stage in stages:
-        steps = [o[len(MAX_STEPS):] for o in stage.get("overrides", []) if o.startswith(MAX_STEPS)]
-        out.append(([arm_name(a) for a in stage["arms"]], int(steps[-1]) if steps else None,
-                    seeds if stage.get("seeds") is None else stage["seeds"]))
-    return out
 
 
 def protocol_commit(path: str) -> str:

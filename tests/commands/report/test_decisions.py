@@ -187,3 +187,17 @@ def test_a_stage_with_its_own_seeds_is_reported_at_those_seeds_alone(tmp_path, p
     assert third["vanilla"]["seeds"] == str(len(SEEDS))
     rows = table((tmp_path / "out" / "stage1" / "report.md").read_text(), "arm")
     assert rows["vanilla"]["seeds"] == rows["erase"]["seeds"] == "1"
+
+
+def test_a_plan_is_read_as_the_sweep_reads_it(tmp_path, capsys):
+    root = tmp_path / "sweep"
+    bench(root, [0.0] * 5)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: sweep\nseeds: {list(SEEDS)}\narms: [vanilla, erase]\n"  # --arms: the stage before --stages
+                    "stages:\n  - {arms: [vanilla, random_v]}\n")
+    main(["report", str(root), "--plan", str(plan), "--steps", str(STEPS), "--out", str(tmp_path / "out")])
+    assert set(table((tmp_path / "out" / "stage1" / "report.md").read_text(), "arm")) == {"vanilla", "erase"}
+    assert set(table((tmp_path / "out" / "stage2" / "report.md").read_text(), "arm")) == {"vanilla", "random_v"}
+    plan.write_text(f"name: sweep\nseed: {list(SEEDS)}\nstages:\n  - {{arms: [vanilla]}}\n")  # a key the sweep refuses
+    with pytest.raises(SystemExit, match=r"plan.yaml: not a sweep plan .*seed"):
+        main(["report", str(root), "--plan", str(plan), "--out", str(tmp_path / "out")])
