@@ -9,9 +9,9 @@ from pgrpo.priming import PrimeSettings, primed_checkpoint
 from pgrpo.rollout import SamplingConfig
 
 
-def prime(model: str = "smollm2-135m-instruct", out: str | None = None, hack_share: float = 0.07, completions_per_prompt: int = 2,
-          steps: int = 150, batch_size: int = 8, lr: float = 2e-5, seed: int = 0, threads: int = 2,
-          evaluate: bool = True, samples_per_problem: int = 4, max_new_tokens: int = 384,
+def prime(model: str = "smollm2-135m-instruct", out: str | None = None, hack_share: float = 0.07,
+          completions_per_prompt: int = 2, steps: int = 150, batch_size: int = 8, lr: float = 2e-5, seed: int = 0,
+          threads: int = 2, evaluate: bool = True, samples_per_problem: int = 4, max_new_tokens: int = 384,
           temperature: float = 0.7, dtype: str = "float32") -> None:
     """Prime MODEL by a short supervised warm start into a new base (cached; a second call returns at once;
     a killed build resumes), then measure it on the RL problems it has not seen.
@@ -46,7 +46,8 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None, hack_sha
     default = not out and settings == PrimeSettings()
     print(f"primed base: {path}\nuse it as: model: {model + PRIMED if default else path}")
     if not default:
-        changed = [f.name for f in fields(PrimeSettings) if getattr(settings, f.name) != getattr(PrimeSettings(), f.name)]
+        changed = [f.name for f in fields(PrimeSettings)
+                   if getattr(settings, f.name) != getattr(PrimeSettings(), f.name)]
         print(f"(not the default priming{': ' + ', '.join(changed) if changed else ''}; `{model + PRIMED}` names "
               f"the default's)")
     if evaluate:

@@ -207,8 +207,8 @@ def refuse_other_arguments(cell: Path, argvs: list[list[str]], kept: bool = Fals
         if any(lengthens(record, argv, cell, need_checkpoint=not kept) for argv in argvs):
             return
         raise SystemExit(f"{cell} was run with other arguments ({' '.join(record['argv'])}); "
-                         f"use another sweep name or delete that directory (a finished sweep may be rerun with a larger "
-                         f"--trainer.max_steps=N alone, to go on to step N)")
+                         f"use another sweep name or delete that directory (a finished sweep may be rerun with a "
+                         f"larger --trainer.max_steps=N alone, to go on to step N)")
 
 
 def lengthens(record: dict, argv: list[str], cell: Path, need_checkpoint: bool = True) -> bool:
@@ -330,8 +330,9 @@ def refuse_another_cached_base(store: Path) -> None:
 def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
     """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`, and its last
     checkpoint where a later stage goes on from it (`checkpoint`); its record last, so that a copy cut short is
-    never taken for this run finished. Refused (OtherBase) for a cell whose base has another model_id or other bytes than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the
-    same model name; a stage on another model (the distinct-openings twin) is its own.
+    never taken for this run finished. Refused (OtherBase) for a cell whose base has another model_id or other bytes
+    than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the same model name; a stage on another
+    model (the distinct-openings twin) is its own.
 
     A cell kept before at fewer steps (a later stage lengthened it) keeps what the longer run does not repeat: the
     scalars are merged, the kept value winning a step both logged (a rerun from step 0 on another machine does not

@@ -14,8 +14,9 @@ samples, scores and steps; pgrpo adds, at the points TRL's maintainers leave ope
 What cannot run here is refused, not faked: teacher rows (TRL samples every row of a group from the policy),
 an advantage weight read from each rollout's own gradient at every step (adv_gate: TRL's backward keeps no
 per-rollout gradient), more than one process (the grades and the packed rows would have to be gathered with the
-rewards), and TRL's vLLM sampling (its weight sync would hand vLLM the base weights, not the adapted ones). What an intervention measures once before the first step (a placebo's strength, erase's start
-rate) is measured by pgrpo's own step machinery on the same policy (`TRLRunView.calibrator`).
+rewards), and TRL's vLLM sampling (its weight sync would hand vLLM the base weights, not the adapted ones). What
+an intervention measures once before the first step (a placebo's strength, erase's start rate) is measured by
+pgrpo's own step machinery on the same policy (`TRLRunView.calibrator`).
 
     pip install -e ".[trl]"
     trainer = build_trainer(Erase(), GRPOConfig(output_dir="out", max_steps=5, ...))
@@ -185,7 +186,8 @@ class InterventionGRPOTrainer(GRPOTrainer):
                       view.tokenizer.pad_token_id).to(view.device)
         exploited = torch.tensor([g.exploited for g in grades]).view_as(rewards)
         with eval_mode(view.policy):
-            edit = self.intervention.rewards(view, rewards, packed, exploited if self.intervention.reads_oracle else None)
+            oracle = exploited if self.intervention.reads_oracle else None
+            edit = self.intervention.rewards(view, rewards, packed, oracle)
         edited = edit.rewards.clone().float()
         acted = edit.rewards != rewards  # the rollouts it acted on: a reward edited or screened out
         if edit.keep is not None:

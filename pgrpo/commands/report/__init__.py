@@ -70,7 +70,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     plan_seeds, stages = read_plan(plan)
     for i, stage in enumerate(stages, 1):
         stage_arms, stage_steps = [arm_name(a) for a in stage.arms], stage.max_steps() or steps
-        cells = {(arm, f"seed{k}") for arm in stage_arms for k in stage.seeds_in(plan_seeds)}  # as the sweep lays them out
+        # as the sweep lays them out
+        cells = {(arm, f"seed{k}") for arm in stage_arms for k in stage.seeds_in(plan_seeds)}
         done = {(r.arm, r.seed) for r in runs if stage_steps is None or run_length(r) >= stage_steps} & cells
         if len(done) < len(cells):  # a stage's verdicts wait for all its cells (a seed is never replaced)
             length = f" {stage_steps} steps" if stage_steps else ""
@@ -170,8 +171,8 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     weak = weak_detector_table(by_arm, last)
     if weak:
         parts += [f"Weak detector: the detector built without the held-out mode (leave-one-mode-out); that mode's "
-                  f"own hack and solve, last-{last}-step mean ± std over seeds; Δhack = method − vanilla, paired by "
-                  f"seed; placebo hack and gap: that mode's hack under the method's placebo, and the placebo's "
+                  f"own hack and solve, last-{last}-step mean ± std over seeds; Δhack = method − vanilla, paired "
+                  f"by seed; placebo hack and gap: that mode's hack under the method's placebo, and the placebo's "
                   f"minus the method's, paired by seed (k/n: the seeds at which the method hacks it less):",
                   weak]
     parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")

@@ -159,7 +159,8 @@ def decision_table(by_arm: dict[str, list[Run]], kinds: dict[str, str], vanilla_
         cost = paired(runs, by_arm[honest], end_solve, minus=False) if honest else []
         if not lomo:  # the default stage's part: hack and solve bars as well as P
             hack = mean_of(runs, end_hack)
-            goal = goal and hack is not None and hack <= GOAL_HACK and bool(cost) and statistics.mean(cost) >= GOAL_SOLVE
+            goal = (goal and hack is not None and hack <= GOAL_HACK
+                    and bool(cost) and statistics.mean(cost) >= GOAL_SOLVE)
         row += [interval(cut), "cuts" if above_zero(cut) else "not separated", interval(cost),
                 ("met" if goal else "not met") if passed else "no verdict (H failed)"]
         lines.append("| " + " | ".join(row) + " |")

@@ -15,8 +15,8 @@ def held_out_modes(config: dict | None) -> list[str]:
 def run_kind(config: dict | None) -> str | None:
     """What a run is, from what its intervention declares (pgrpo/interventions/base.py): positive control
     (data.modes none: no loophole in the prompt, the honest arm), oracle skyline (reads_oracle: it uses the
-    oracle's labels), control (an intervention reading a placebo detector: a random V, probe or subspace), vanilla (measures_only)
-    or method; None without a config to tell."""
+    oracle's labels), control (an intervention reading a placebo detector: a random V, probe or subspace),
+    vanilla (measures_only) or method; None without a config to tell."""
     if config is None:
         return None
     if setting(config, "data.modes", "partition") == NO_LOOPHOLE:

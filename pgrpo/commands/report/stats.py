@@ -93,7 +93,8 @@ def end_rate(runs: list[Run], split: str, rate: str) -> str:
         mean, half = t_interval(rates)
         lo, hi = max(0.0, mean - half), min(1.0, mean + half)
         if half == 0:  # every seed the same rate (0 hacks at every seed): the pooled samples' Wilson interval
-            samples = [tail_mean(r.scalars, f"{prefix}samples", 1) or 0 for r in runs if r.scalars.get(f"{prefix}{rate}")]
+            samples = [tail_mean(r.scalars, f"{prefix}samples", 1) or 0
+                       for r in runs if r.scalars.get(f"{prefix}{rate}")]
             n = int(sum(samples))
             lo, hi = wilson(round(mean * n), n) if n else (lo, hi)
     return f"{statistics.mean(rates):.3f} [{lo:.3f}, {hi:.3f}]"

@@ -8,7 +8,8 @@ from pgrpo.commands.report.stats import (ACTIVE, END_PREFIXES, HACK, SOLVE, STAR
                                          hacked, mean_std, paired_delta, placebo_gap, solve_gap)
 from pgrpo.events import Run, tail_mean
 
-# (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms: √(Σ w k/2r))
+# (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms:
+# √(Σ w k/2r))
 COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
            ("null_student", "proj/cin_null_student"), ("cin_teacher", "proj/cin_teacher"),
            ("null_teacher", "proj/cin_null_teacher")]
@@ -19,7 +20,8 @@ SUMMARY_COLUMNS = ("arm", "kind", "seeds", "end hack", "end solve", "end placebo
                    "active", "placebo active", "entropy")
 
 
-STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"), ("⟨V,δS⟩", "adapter/delta_s_along_v")]
+STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"),
+                 ("⟨V,δS⟩", "adapter/delta_s_along_v")]
 
 
 # each appears only when some run logged it: the control's overlap with the real V (logged once, at train start)
@@ -55,9 +57,10 @@ def markdown(header: list[str], rows: list[list[str]], columns: tuple[str, ...] 
 
 def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest: str | None, last: int = 5
               ) -> tuple[list[str], list[list[str]]]:
-    """The header and one row per arm (for `markdown`): its kind, seeds, the end-of-run evaluation's hack and solve with their intervals
-    (when logged), last-`last`-step mean ± std of hack and solve, their deltas paired with `pairs[arm]` at the same
-    seed, solve against the `honest` arm's, hacked runs, the gap to the arm's own placebo, cin."""
+    """The header and one row per arm (for `markdown`): its kind, seeds, the end-of-run evaluation's hack and solve
+    with their intervals (when logged), last-`last`-step mean ± std of hack and solve, their deltas paired with
+    `pairs[arm]` at the same seed, solve against the `honest` arm's, hacked runs, the gap to the arm's own placebo,
+    cin."""
     logged = {tag for runs in by_arm.values() for r in runs for tag, values in r.scalars.items() if values}
     columns = list(COLUMNS) + [(c, tag) for c, tag in STATE_COLUMNS + OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
@@ -92,7 +95,8 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
 def mode_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | None:
     """hack / solve per loophole mode and arm (means over seeds), from hack/student_<mode>, solve/student_<mode>."""
     prefix = HACK + "_"
-    modes = sorted({t[len(prefix):] for runs in by_arm.values() for r in runs for t in r.scalars if t.startswith(prefix)})
+    modes = sorted({t[len(prefix):] for runs in by_arm.values() for r in runs for t in r.scalars
+                    if t.startswith(prefix)})
     if not modes:
         return None
     lines = ["| arm | " + " | ".join(modes) + " |", "|" + "---|" * (len(modes) + 1)]
