@@ -170,3 +170,26 @@ def test_the_docs_layout_is_generated_from_every_module_of_the_package():
         if path.name != "__init__.py":
             assert f" {path.name} " in tree, path
     assert "<!-- generated: layout -->" in (REPO / "docs" / "design.md").read_text()
+
+
+FINDING = re.compile(r"([+−-]?\d+\.\d+) \[([+−-]?\d+\.\d+), ([+−-]?\d+\.\d+)\]")  # a figure with its interval
+
+
+def same_figure(text: str) -> str:
+    """A figure as the report prints it and as prose writes it alike: no plus sign, an ASCII minus."""
+    return text.replace("−", "-").replace("+", "")
+
+
+def test_every_readme_finding_is_a_figure_of_a_generated_confirmatory_table():
+    readme = text(REPO / "README.md")
+    findings = readme.split("## What we found", 1)[1].split("\n## ", 1)[0]
+    bullets = [line for line in findings.splitlines() if line.startswith("- ")]
+    assert 0 < len(bullets) <= 6, "the README's findings are at most six one-line bullets"
+    tables = " ".join(same_figure(path.read_text())
+                      for path in sorted((REPO / "docs" / "bench").glob("confirmatory*/stage*/*.md")))
+    for bullet in bullets:
+        figures = FINDING.findall(bullet)
+        assert figures, f"a finding without a figure and its interval: {bullet}"
+        for value, low, high in figures:
+            figure = same_figure(f"{value} [{low}, {high}]")
+            assert figure in tables, f"{figure} (README: {bullet[:60]}...) is in no generated confirmatory table"
