@@ -58,8 +58,14 @@ class Stage:
 
     def max_steps(self) -> int | None:
         """The steps this stage runs its cells to, where its overrides say (else the sweep's or the configs')."""
-        asked = [o[len(MAX_STEPS):] for o in self.overrides if o.startswith(MAX_STEPS)]
-        return int(asked[-1]) if asked else None
+        asked = asked_max_steps(self.overrides)
+        return int(asked) if asked is not None else None
+
+
+def asked_max_steps(args: list[str]) -> str | None:
+    """The value of the last --trainer.max_steps=N among `pgrpo fit` arguments (None if none gives it)."""
+    asked = [a[len(MAX_STEPS):] for a in args if a.startswith(MAX_STEPS)]
+    return asked[-1] if asked else None
 
 
 def stages_of(arms: list[str], stages: list[Stage]) -> list[Stage]:
@@ -217,13 +223,13 @@ def lengthens(record: dict, argv: list[str], cell: Path, need_checkpoint: bool =
     def rest(args: list[str]) -> list[str]:
         return [a for a in args if not a.startswith(MAX_STEPS)]
 
-    asked = [a[len(MAX_STEPS):] for a in argv if a.startswith(MAX_STEPS)]
-    if not asked or not asked[-1].isdigit() or rest(record["argv"]) != rest(argv):
+    asked = asked_max_steps(argv)
+    if asked is None or not asked.isdigit() or rest(record["argv"]) != rest(argv):
         return False
     if need_checkpoint and not (cell / LAST).is_file():
         return False
     ran = steps_run(cell, record)
-    return isinstance(ran, int) and int(asked[-1]) > ran
+    return isinstance(ran, int) and int(asked) > ran
 
 
 def steps_run(cell: Path, record: dict) -> int | None:
