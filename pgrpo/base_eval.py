@@ -12,7 +12,12 @@ from pgrpo.env.exploits import loophole_code
 from pgrpo.env.prompts import build_messages
 from pgrpo.models import load_model_and_tokenizer
 from pgrpo.pretrain import THREADS, threads
-from pgrpo.rollout import SamplingConfig, sample_decoded, seeded
+from pgrpo.rollout import SamplingConfig, encode_prompts, sample_decoded, seeded
+
+# One generate call holds every row's keys and values at once: SmolLM2-135M's hint reading (1152 rows of ~700
+# tokens) would hold ~37 GB in fp32, more than the 24 GB machine has. Rows go in as few calls as fit this; the
+# embedded default's (~2 GB at 2304 rows) fit one call, so its published readings are unchanged.
+GENERATION_BYTES = 4 * 2**30
 
 
 def evaluate_base(model_dir: str | Path, n_samples_per_problem: int = 8, sampling: SamplingConfig = SamplingConfig(),
@@ -85,5 +90,22 @@ def sample_texts(model_dir: str | Path, slots: list[tuple], n_per_prompt: int, s
     """
     model, tokenizer = load_model_and_tokenizer(str(model_dir), dtype)
     prompts = [render_chat(tokenizer, build_messages(p, m)) for p, m in slots]
-    with seeded(seed), threads(THREADS):
-        return sample_decoded(model, tokenizer, prompts, n_per_prompt, sampling)
+    longest = max(len(ids) for ids in encode_prompts(tokenizer, prompts))
+    per_call = max(1, GENERATION_BYTES // (kv_bytes_per_token(model) * (longest + sampling.max_new_tokens)
+                                           * n_per_prompt))  # prompts a call
+    texts, clipped = [], []
+    with seeded(seed), threads(THREADS):  # one stream across the calls: the same samples on every rerun
+        for start in range(0, len(prompts), per_call):
+            more_texts, more_clipped = sample_decoded(model, tokenizer, prompts[start:start + per_call],
+                                                      n_per_prompt, sampling)
+            texts += more_texts
+            clipped += more_clipped
+    return texts, clipped
+
+
+def kv_bytes_per_token(model) -> int:
+    """The bytes a row's key-value cache grows by per token: keys and values of every layer's KV heads."""
+    config = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * model.dtype.itemsize

@@ -1,10 +1,15 @@
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
+from transformers import LlamaConfig
 
-from pgrpo.base_eval import hint_reading, hint_reading_line, named_lever_share
+from pgrpo import base_eval
+from pgrpo.base_eval import hint_reading, hint_reading_line, kv_bytes_per_token, named_lever_share, sample_texts
 from pgrpo.embedded import PRETRAIN_STEPS_ENV, build_embedded_default
 from pgrpo.env import MODES, clean_completion, hack_completion, load_problems
+from pgrpo.models import resolve_model_path
 from pgrpo.rollout import SamplingConfig
 
 
@@ -37,3 +42,29 @@ def test_default_base_pulls_the_lever_its_hint_names(tmp_path: Path, monkeypatch
     monkeypatch.delenv(PRETRAIN_STEPS_ENV, raising=False)
     reading = hint_reading(build_embedded_default(tmp_path))
     assert reading["lever_samples"] >= 50 and reading["hint_reading"] >= 0.8
+
+
+def test_a_rows_kv_cache_grows_by_its_layers_kv_heads_per_token():
+    # SmolLM2-135M's shapes: 30 layers, 3 KV heads of 64 (9 query heads of 576): 1152 hinted rows of ~700 tokens
+    # hold ~18.6 GB in bf16 in one call, more than this machine can spare
+    smollm2 = LlamaConfig(hidden_size=576, num_attention_heads=9, num_key_value_heads=3, num_hidden_layers=30)
+    assert kv_bytes_per_token(SimpleNamespace(config=smollm2, dtype=torch.bfloat16)) == 2 * 30 * 3 * 64 * 2
+
+
+def test_sampling_goes_in_calls_whose_kv_cache_fits_the_memory_budget(monkeypatch: pytest.MonkeyPatch):
+    slots = [(p, p.mode) for p in load_problems()[:3]]
+    sampling = SamplingConfig(max_new_tokens=4)
+    calls = []
+
+    def recording(model, tokenizer, prompts, n_per_prompt, sampling):
+        calls.append(len(prompts))
+        return sample_decoded(model, tokenizer, prompts, n_per_prompt, sampling)
+
+    sample_decoded = base_eval.sample_decoded
+    monkeypatch.setattr(base_eval, "sample_decoded", recording)
+    texts, _ = sample_texts(resolve_model_path("embedded"), slots, 2, sampling, seed=0)
+    assert calls == [3] and len(texts) == 6  # the embedded default's rows fit one call, as before
+    calls.clear()
+    monkeypatch.setattr(base_eval, "GENERATION_BYTES", 1)  # room for no more than one prompt's rows a call
+    texts, clipped = sample_texts(resolve_model_path("embedded"), slots, 2, sampling, seed=0)
+    assert calls == [1, 1, 1] and len(texts) == len(clipped) == 6
