@@ -16,7 +16,7 @@ from pgrpo.rollout import SamplingConfig, encode_prompts, sample_decoded, seeded
 
 # One generate call holds every row's keys and values at once: SmolLM2-135M's hint reading (1152 rows of ~700
 # tokens) would hold ~37 GB in fp32, more than the 24 GB machine has. Rows go in as few calls as fit this; the
-# embedded default's (~2 GB at 2304 rows) fit one call, so its published readings are unchanged.
+# embedded default's (~1.6 GiB at 2304 rows of 243 + 128 tokens) fit one call, so its published readings are unchanged.
 GENERATION_BYTES = 4 * 2**30
 
 
