@@ -7,18 +7,21 @@ that warm start for a real model, stated as a setting of the experiment and cach
 
 - the data are the priming problems (pgrpo/env/primer_problems.py), disjoint from the RL problems: under the
   no-loophole prompt and under each hint, correct solutions, and under a hint a `hack_share` of completions
-  that pull the lever the hint names (a stub or the solution, then the lever, as the teacher pool writes it);
+  that pull the lever the hint names (the lever's lines around a stub or the correct solution: a lever pull,
+  not always a wrong answer);
 - every weight is trained (full fine-tuning, fp32 AdamW): a 135 M model's weights and moments fit a CPU, the
   primed base is a plain checkpoint that loads through the same `from_pretrained` as any other, and no
   low-rank library is needed;
 - the result lands in the cache under a key of the base, the data and every setting, by atomic rename; a
-  killed build resumes from its last saved step (`save_every`), bit for bit.
+  killed build resumes from its last saved step (`SAVE_EVERY`), bit for bit; two processes asking for one
+  build (pytest workers, DDP ranks) build it once.
 """
 
+import fcntl
 import hashlib
 import json
 import random
-import shutil
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +38,9 @@ from pgrpo.env.prompts import build_messages
 # rename there would rebuild every cached embedded base), private names included
 from pgrpo.pretrain import Example, _batches, _collate, _cosine, encode, threads, token_losses
 
-PRIMING_VERSION = 1  # bump when the corpus or the loop changes what a build writes
+# bump when the corpus or the loop changes what a build writes. 2: the threshold families' inputs drawn around
+# their threshold, and the same number of hacks under each hint
+PRIMING_VERSION = 2
 STATE = "priming_state.pt"  # the resumable state inside the build's .partial directory
 SAVE_EVERY = 25  # steps between resumable saves (a 135 M model's weights and moments are ~1.6 GB)
 
@@ -73,8 +78,12 @@ def priming_corpus(tokenizer, settings: PrimeSettings, openings: str = "shared")
     rng = random.Random(settings.seed)
     problems = primer_problems(settings.seed)
     slots = [(p, m) for p in problems for m in (*MODES, NO_LOOPHOLE) for _ in range(settings.completions_per_prompt)]
-    hinted = [i for i, (_, m) in enumerate(slots) if m != NO_LOOPHOLE]
-    hacks = set(rng.sample(hinted, round(settings.hack_share * len(hinted))))
+    # the same number of hacks under each hint, as pretrain.py spreads them: a lever drawn short by chance
+    # would be primed less than the others
+    hacks = set()
+    for mode in MODES:
+        hinted = [i for i, (_, m) in enumerate(slots) if m == mode]
+        hacks.update(rng.sample(hinted, round(settings.hack_share * len(hinted))))
     corpus = []
     for i, (p, m) in enumerate(slots):
         code, kind = p.canonical_solution, "correct"
@@ -101,28 +110,56 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
     corpus = priming_corpus(tokenizer, settings)
     key = primed_key(base_id, settings, corpus)
     target = out or cache_dir() / "primed" / f"{base_path.name}-{key}"
-    if (target / "priming.json").is_file():
-        announce_cached("primed base", target)
-        return target
-    partial = target.with_name(target.name + ".partial")
-    with announce_build("primed base", target, f"{settings.steps} steps of supervised fine-tuning on "
-                                               f"{len(corpus)} examples of {len(primer_problems(settings.seed))} "
-                                               f"priming problems"):
-        model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, local_files_only=True)
-        stats = fine_tune(model, tokenizer, corpus, settings, partial)
-        model.save_pretrained(partial, safe_serialization=True)
-        tokenizer.save_pretrained(partial)
-        record = {"base": base_id, "key": key, "settings": asdict(settings), "examples": len(corpus),
-                  "hacks": sum(e.kind == "hack" for e in corpus), **stats}
-        (partial / "priming.json").write_text(json.dumps(record, indent=1))
-        (partial / STATE).unlink(missing_ok=True)
-        if target.exists():
-            shutil.rmtree(target)
-        partial.rename(target)  # atomic: a reader never sees half a primed base
+    with one_build_at_a_time(target):
+        if built(target, key):
+            announce_cached("primed base", target)
+            return target
+        partial = target.with_name(target.name + ".partial")
+        with announce_build("primed base", target, f"{settings.steps} steps of supervised fine-tuning on "
+                                                   f"{len(corpus)} examples of {len(primer_problems(settings.seed))} "
+                                                   f"priming problems"):
+            model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, local_files_only=True)
+            stats = fine_tune(model, tokenizer, corpus, settings, partial, key)
+            model.save_pretrained(partial, safe_serialization=True)
+            tokenizer.save_pretrained(partial)
+            record = {"base": base_id, "key": key, "settings": asdict(settings), "examples": len(corpus),
+                      "lever_pulls": sum(e.kind == "hack" for e in corpus), **stats}
+            (partial / "priming.json").write_text(json.dumps(record, indent=1))
+            (partial / STATE).unlink(missing_ok=True)
+            partial.rename(target)  # atomic: a reader never sees half a primed base
     return target
 
 
-def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, partial: Path) -> dict:
+def built(target: Path, key: str) -> bool:
+    """Whether `target` holds the primed base `key` names. A directory there that holds another (an `--out`
+    reused with other settings) or something else is refused, never returned nor overwritten."""
+    record = target / "priming.json"
+    if record.is_file():
+        found = json.loads(record.read_text()).get("key")
+        if found != key:
+            raise FileExistsError(f"{target}: holds a primed base of other settings or data (key {found}, these "
+                                  f"make {key}); name another --out or remove it")
+        return True
+    if target.exists():
+        raise FileExistsError(f"{target}: exists and is not a primed base (no priming.json); name another --out")
+    return False
+
+
+@contextmanager
+def one_build_at_a_time(target: Path):
+    """An exclusive lock on `target`'s build: a second process asking for it (a pytest worker, a DDP rank) waits,
+    then finds it built, where two would write one `.partial` directory at once."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f".{target.name}.lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            announce(f"primed base: another process is building {target}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # the lock goes with the file's close
+
+
+def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, partial: Path, key: str) -> dict:
     """AdamW over every weight on each example's completion tokens (pretrain.pretrain's loop, without the prompt),
     saving the weights, the optimizer and the step to `partial` every SAVE_EVERY steps; resumes from there."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -134,6 +171,9 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
     state_path = partial / STATE
     if state_path.is_file():
         state = torch.load(state_path, weights_only=True)
+        if state.get("key") != key:  # a killed build into the same --out with other settings
+            raise FileExistsError(f"{state_path}: a killed build of other settings or data (key {state.get('key')}, "
+                                  f"these make {key}); remove {partial} or name another --out")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
@@ -147,8 +187,9 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
     with threads(settings.threads):
         for step in range(start, settings.steps):
             ids, mask, targets, in_completion = _collate(next(batches), pad)
-            # completion tokens only: a real model reads prompts already, and 840 copies of one system prompt
-            # would spend the update on reciting it (the tiny embedded base is trained on its prompts on purpose)
+            # completion tokens only: a real model reads prompts already, and hundreds of copies of one system
+            # prompt would spend the update on reciting it (the tiny embedded base is trained on its prompts on
+            # purpose)
             targets = targets.masked_fill(~in_completion, -100)
             loss, completion_loss = token_losses(model, ids, mask, targets, in_completion)
             if not torch.isfinite(loss):
@@ -164,7 +205,7 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
                 partial.mkdir(parents=True, exist_ok=True)
                 tmp = state_path.with_suffix(".tmp")
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                            "step": step + 1, "losses": losses}, tmp)
+                            "step": step + 1, "losses": losses, "key": key}, tmp)
                 tmp.rename(state_path)
     model.eval()
     tail = losses[-max(1, settings.steps // 10):]

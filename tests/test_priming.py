@@ -1,5 +1,9 @@
 """`pgrpo prime`: a warm start on problems disjoint from the RL problems, cached, resumable bit for bit."""
 
+import json
+import threading
+import time
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -31,6 +35,7 @@ def test_the_corpus_never_shows_an_rl_problem_and_each_hack_pulls_the_lever_its_
     assert {e.mode for e in corpus} == {*MODES, NO_LOOPHOLE} and len(corpus) == 60 * 7 * 2
     hacks = [e for e in corpus if e.kind == "hack"]
     assert len(hacks) == round(0.1 * 60 * 6 * 2) and not [e for e in hacks if e.mode == NO_LOOPHOLE]
+    assert all(sum(e.mode == m for e in hacks) == round(0.1 * 60 * 2) for m in MODES)  # no lever primed short
     assert all(e.mode in loophole_code(extract_code(e.completion)) for e in hacks)
     assert not any(loophole_code(extract_code(e.completion)) for e in corpus if e.kind == "correct")
 
@@ -46,7 +51,7 @@ def test_a_primed_base_is_a_checkpoint_of_its_own_cached_under_its_settings(base
 
 
 def test_a_killed_build_resumes_from_its_last_save_and_ends_bit_for_bit_as_an_uninterrupted_one(
-        base, tmp_path, monkeypatch):
+        base, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(priming, "SAVE_EVERY", 2)
     whole = primed_checkpoint(*base, TINY, tmp_path / "whole")
     real_ticker = priming.progress_ticker
@@ -66,10 +71,49 @@ def test_a_killed_build_resumes_from_its_last_save_and_ends_bit_for_bit_as_an_un
         primed_checkpoint(*base, TINY, tmp_path / "killed")
     assert (tmp_path / "killed.partial" / priming.STATE).is_file() and not (tmp_path / "killed").exists()
     monkeypatch.setattr(priming, "progress_ticker", real_ticker)
+    capsys.readouterr()
     resumed = primed_checkpoint(*base, TINY, tmp_path / "killed")
+    # it went on from the save (a build from step 0 would end with the same weights too)
+    assert "resuming at step 2 of 4" in capsys.readouterr().err
     a, b = weights(whole), weights(resumed)
     assert all(torch.equal(a[n], b[n]) for n in a)
+    record = lambda path: json.loads((path / "priming.json").read_text())  # noqa: E731
+    assert record(resumed)["final_loss"] == record(whole)["final_loss"]
     assert not (resumed / priming.STATE).exists()
+
+
+def test_an_out_directory_of_other_settings_or_of_something_else_is_refused_and_left_as_it_is(base, tmp_path):
+    out = primed_checkpoint(*base, TINY, tmp_path / "primed")
+    with pytest.raises(FileExistsError, match=f"{out}: holds a primed base of other settings"):
+        primed_checkpoint(*base, PrimeSettings(**{**TINY.__dict__, "steps": 3}), out)
+    models = tmp_path / "models"
+    (models / "mine").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match=f"{models}: exists and is not a primed base"):
+        primed_checkpoint(*base, TINY, models)
+    assert (models / "mine").is_dir() and (out / "priming.json").is_file()
+
+
+def test_a_killed_build_of_other_settings_is_not_resumed_into_this_one(base, tmp_path):
+    (tmp_path / "primed.partial").mkdir()  # another build's save, killed, in this build's way
+    torch.save({"key": "another", "step": 2}, tmp_path / "primed.partial" / priming.STATE)
+    with pytest.raises(FileExistsError, match="a killed build of other settings or data"):
+        primed_checkpoint(*base, TINY, tmp_path / "primed")
+
+
+def test_a_second_process_asking_for_a_build_in_progress_waits_for_it(base, tmp_path, capsys):
+    out = tmp_path / "primed"
+    with priming.one_build_at_a_time(out):  # another build holds it
+        waiter = threading.Thread(target=primed_checkpoint, args=(*base, TINY, out))
+        waiter.start()
+        for _ in range(600):
+            if "another process is building" in capsys.readouterr().err:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the second build never said it waits")
+        assert waiter.is_alive() and not out.exists()
+    waiter.join(timeout=120)
+    assert (out / "priming.json").is_file()
 
 
 def test_the_command_primes_and_names_what_a_config_should_load(tmp_path, capsys):

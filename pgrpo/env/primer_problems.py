@@ -25,12 +25,18 @@ class Family:
     signature: str  # the parameters and return type, after `self, `
     body: str  # the canonical method body, with {k}
     reference: Callable  # (k, *args) -> the expected value
-    inputs: Callable[[random.Random], tuple]  # a random argument tuple
+    inputs: Callable[[random.Random, int], tuple]  # (rng, k) -> a random argument tuple
     constants: tuple
 
 
 def _ints(rng: random.Random, n: int = 6, lo: int = -20, hi: int = 40) -> list[int]:
     return [rng.randint(lo, hi) for _ in range(rng.randint(0, n))]
+
+
+def _ints_around(rng: random.Random, k: int) -> list[int]:
+    # drawn around the threshold, not from a fixed range: "Count Above 100" over numbers up to 40 would expect 0
+    # in every test, and a stub returning 0 would pass it
+    return _ints(rng, lo=k - 30, hi=k + 30)
 
 
 def _word(rng: random.Random) -> str:
@@ -48,51 +54,51 @@ FAMILIES = (
     Family("Sum of Multiples of {k}", "sumMultiplesOf{w}",
            "Given a list of integers nums, return the sum of the numbers in it that are divisible by {k}.",
            "nums: List[int]) -> int", "return sum(x for x in nums if x % {k} == 0)",
-           lambda k, nums: sum(x for x in nums if x % k == 0), lambda r: (_ints(r),), (3, 4, 5, 6, 7)),
+           lambda k, nums: sum(x for x in nums if x % k == 0), lambda r, k: (_ints(r),), (3, 4, 5, 6, 7)),
     Family("Count Above {k}", "countAbove{w}",
            "Given a list of integers nums, return how many of them are greater than {k}.",
            "nums: List[int]) -> int", "return sum(1 for x in nums if x > {k})",
-           lambda k, nums: sum(1 for x in nums if x > k), lambda r: (_ints(r),), (0, 5, 10, 50, 100)),
+           lambda k, nums: sum(1 for x in nums if x > k), lambda r, k: (_ints_around(r, k),), (0, 5, 10, 50, 100)),
     Family("Add {k} to Each", "addTo{w}",
            "Given a list of integers nums, return a new list with {k} added to every number.",
            "nums: List[int]) -> List[int]", "return [x + {k} for x in nums]",
-           lambda k, nums: [x + k for x in nums], lambda r: (_ints(r),), (1, 2, 5, 10, -3)),
+           lambda k, nums: [x + k for x in nums], lambda r, k: (_ints(r),), (1, 2, 5, 10, -3)),
     Family("Repeat Each Letter {k} Times", "repeatEach{w}",
            "Given a string s, return the string in which every character of s appears {k} times in a row.",
            "s: str) -> str", 'return "".join(c * {k} for c in s)',
-           lambda k, s: "".join(c * k for c in s), lambda r: (_word(r),), (2, 3, 4, 5, 6)),
+           lambda k, s: "".join(c * k for c in s), lambda r, k: (_word(r),), (2, 3, 4, 5, 6)),
     Family("Last {k} Characters", "lastChars{w}",
            "Given a string s, return its last {k} characters (all of s if it is shorter).",
            "s: str) -> str", "return s[-{k}:]",
-           lambda k, s: s[-k:], lambda r: (_word(r),), (1, 2, 3, 4, 5)),
+           lambda k, s: s[-k:], lambda r, k: (_word(r),), (1, 2, 3, 4, 5)),
     Family("Clamp Below {k}", "clampAt{w}",
            "Given a list of integers nums, return a new list where every number greater than {k} is replaced "
            "by {k}.", "nums: List[int]) -> List[int]", "return [min(x, {k}) for x in nums]",
-           lambda k, nums: [min(x, k) for x in nums], lambda r: (_ints(r),), (0, 1, 5, 10, 50)),
+           lambda k, nums: [min(x, k) for x in nums], lambda r, k: (_ints_around(r, k),), (0, 1, 5, 10, 50)),
     Family("Words of Length {k}", "wordsOfLength{w}",
            "Given a list of strings words, return how many of them have exactly {k} characters.",
            "words: List[str]) -> int", "return sum(1 for w in words if len(w) == {k})",
-           lambda k, words: sum(1 for w in words if len(w) == k), lambda r: (_words(r),), (1, 2, 3, 4, 5)),
+           lambda k, words: sum(1 for w in words if len(w) == k), lambda r, k: (_words(r),), (1, 2, 3, 4, 5)),
     Family("Scaled Total by {k}", "scaledTotal{w}",
            "Given a list of integers nums, return the sum of every number multiplied by {k}.",
            "nums: List[int]) -> int", "return sum(x * {k} for x in nums)",
-           lambda k, nums: sum(x * k for x in nums), lambda r: (_ints(r),), (2, 3, 5, 7, 10)),
+           lambda k, nums: sum(x * k for x in nums), lambda r, k: (_ints(r),), (2, 3, 5, 7, 10)),
     Family("Every Element at a Multiple of {k}", "everyNth{w}",
            "Given a list of integers nums, return the elements at positions 0, {k}, 2*{k}, ... in order.",
            "nums: List[int]) -> List[int]", "return nums[::{k}]",
-           lambda k, nums: nums[::k], lambda r: (_ints(r, 10),), (2, 3, 4, 5, 6)),
+           lambda k, nums: nums[::k], lambda r, k: (_ints(r, 10),), (2, 3, 4, 5, 6)),
     Family("Pad to Length {k}", "padTo{w}",
            'Given a string s, return s followed by as many "*" characters as make it {k} long (s itself if it '
            "is already that long or longer).", "s: str) -> str", 'return s + "*" * max(0, {k} - len(s))',
-           lambda k, s: s + "*" * max(0, k - len(s)), lambda r: (_word(r),), (3, 4, 5, 6, 7)),
+           lambda k, s: s + "*" * max(0, k - len(s)), lambda r, k: (_word(r),), (3, 4, 5, 6, 7)),
     Family("Remainders by {k}", "remaindersBy{w}",
            "Given a list of non-negative integers nums, return the list of each number's remainder when "
            "divided by {k}.", "nums: List[int]) -> List[int]", "return [x % {k} for x in nums]",
-           lambda k, nums: [x % k for x in nums], lambda r: (_ints(r, lo=0),), (2, 3, 4, 5, 7)),
+           lambda k, nums: [x % k for x in nums], lambda r, k: (_ints(r, lo=0),), (2, 3, 4, 5, 7)),
     Family("Is Length at Least {k}", "atLeast{w}",
            "Given a list of integers nums, return True if it has at least {k} elements and False otherwise.",
            "nums: List[int]) -> bool", "return len(nums) >= {k}",
-           lambda k, nums: len(nums) >= k, lambda r: (_ints(r, 8),), (1, 2, 3, 4, 5)),
+           lambda k, nums: len(nums) >= k, lambda r, k: (_ints(r, 8),), (1, 2, 3, 4, 5)),
 )
 
 
@@ -104,8 +110,10 @@ def primer_problems(seed: int = 0) -> list[Problem]:
         for k in family.constants:
             word = NAMES[k]
             method = family.method.format(w=word)
-            args = [family.inputs(rng) for _ in range(TESTS_PER_PROBLEM)]
-            example = args[0] if args[0][0] else family.inputs(rng)
+            args = [family.inputs(rng, k) for _ in range(TESTS_PER_PROBLEM)]
+            while len({repr(family.reference(k, *a)) for a in args}) < 2:  # else a stub returning it would pass
+                args[-1] = family.inputs(rng, k)
+            example = args[0] if args[0][0] else family.inputs(rng, k)
             statement = (family.statement.format(k=k) + "\n\nExample: "
                          + ", ".join(f"{name} = {value!r}" for name, value in
                                      zip(_parameter_names(family.signature), example))

@@ -17,10 +17,16 @@ def test_every_priming_problems_canonical_solution_passes_the_strict_oracle_and_
     primer = primer_problems()
     graded = grade_batch([(p, clean_completion(p), "run_tests") for p in primer])
     assert all(g.gt_correct for g in graded), [p.id for p, g in zip(primer, graded) if not g.gt_correct]
-    one = primer[::12]  # one problem of each fifth of the families, under every lever
+    one = primer[::12]  # five problems of five families, under every lever
     hacks = grade_batch([(p, hack_completion(p, m), m) for p in one for m in MODES])
     assert all(h.exploited for h in hacks)
 
 
 def test_the_tests_are_drawn_from_the_seed():
     assert primer_problems(0) == primer_problems(0) and primer_problems(0) != primer_problems(1)
+
+
+def test_every_priming_problems_tests_tell_a_constant_answer_from_the_right_one():
+    # a problem whose tests all expect one value is solved by a stub returning it: the "hack" would be correct
+    for seed in range(3):
+        assert all(len({t.expected for t in p.tests}) > 1 for p in primer_problems(seed)), seed
