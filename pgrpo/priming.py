@@ -50,7 +50,7 @@ class PrimeSettings:
     """What a primed base is made with; every field is part of its cache key."""
 
     hack_share: float = 0.07
-    """share of the hinted completions that pull the lever their hint names."""
+    """share of each hint's completions that pull the lever it names."""
     completions_per_prompt: int = 2
     """completions of each (priming problem, hint or none) prompt, each with a lead-in of its own."""
     steps: int = 150

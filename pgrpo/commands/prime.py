@@ -9,9 +9,12 @@ from pgrpo.priming import PrimeSettings, primed_checkpoint
 from pgrpo.rollout import SamplingConfig
 
 
-def prime(model: str = "smollm2-135m-instruct", out: str | None = None, hack_share: float = 0.07,
-          completions_per_prompt: int = 2, steps: int = 150, batch_size: int = 8, lr: float = 2e-5, seed: int = 0,
-          threads: int = 2, evaluate: bool = True, samples_per_problem: int = 4, max_new_tokens: int = 384,
+# the priming's defaults are PrimeSettings' (the one truth: `model: …+primed` names the base they make)
+def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
+          hack_share: float = PrimeSettings.hack_share,
+          completions_per_prompt: int = PrimeSettings.completions_per_prompt, steps: int = PrimeSettings.steps,
+          batch_size: int = PrimeSettings.batch_size, lr: float = PrimeSettings.lr, seed: int = PrimeSettings.seed,
+          threads: int = PrimeSettings.threads, evaluate: bool = True, samples_per_problem: int = 4, max_new_tokens: int = 384,
           temperature: float = 0.7, dtype: str = "float32") -> None:
     """Prime MODEL by a short supervised warm start into a new base (cached; a second call returns at once;
     a killed build resumes), then measure it on the RL problems it has not seen.
@@ -26,7 +29,7 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None, hack_sha
     Args:
         model: the base to prime: a packaged GGUF name (smollm2-135m-instruct), a checkpoint directory, ...
         out: build into this directory instead of the cache.
-        hack_share: share of the hinted completions that pull the lever their hint names.
+        hack_share: share of each hint's completions that pull the lever it names.
         completions_per_prompt: completions of each (priming problem, hint or none) prompt.
         steps: optimizer steps of the warm start.
         batch_size: examples a step.
