@@ -14,8 +14,8 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
           hack_share: float = PrimeSettings.hack_share,
           completions_per_prompt: int = PrimeSettings.completions_per_prompt, steps: int = PrimeSettings.steps,
           batch_size: int = PrimeSettings.batch_size, lr: float = PrimeSettings.lr, seed: int = PrimeSettings.seed,
-          threads: int = PrimeSettings.threads, evaluate: bool = True, samples_per_problem: int = 4, max_new_tokens: int = 384,
-          temperature: float = 0.7, dtype: str = "float32") -> None:
+          threads: int = PrimeSettings.threads, evaluate: bool = True, samples_per_problem: int = 4,
+          max_new_tokens: int = 384, temperature: float = 0.7, dtype: str = "float32") -> None:
     """Prime MODEL by a short supervised warm start into a new base (cached; a second call returns at once;
     a killed build resumes), then measure it on the RL problems it has not seen.
 
