@@ -30,7 +30,7 @@ from pathlib import Path
 from pgrpo.embedded import cached_build_digest
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
-from pgrpo.events import BASE_FILE, KEPT_SCALARS, keep_scalars, load_base, load_config, read_scalars, setting
+from pgrpo.events import BASE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config, read_scalars, setting
 from pgrpo.models import model_id, same_base
 
 CELL_FILE = "cell.json"
@@ -340,10 +340,11 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
     than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the same model name; a stage on another
     model (the distinct-openings twin) is its own.
 
-    A cell kept before at fewer steps (a later stage lengthened it) keeps what the longer run does not repeat: the
-    scalars are merged, the kept value winning a step both logged (a rerun from step 0 on another machine does not
-    rewrite published steps), so the shorter run's end-of-run evaluation stays at its last step, and its
-    end_eval.json and fit.log stay beside the new ones as end_eval.<N>steps.json and fit.<N>steps.log."""
+    A cell kept before at fewer steps N (a later stage lengthened it) keeps what the longer run does not repeat: its
+    steps 0..N-1 are the kept run's alone, steps from N on the longer run's (a rerun from step 0 on another machine
+    neither rewrites published steps nor adds to them: a tag logged only at some steps, a loophole mode's rate,
+    lands on others), so the shorter run's end-of-run evaluation stays at its last step, and its end_eval.json and
+    fit.log stay beside the new ones as end_eval.<N>steps.json and fit.<N>steps.log."""
     base = load_base(cell)
     kept_base = kept_bases(kept.parent.parent, besides=kept).get(base["model"]) if base else None
     if base and kept_base and kept_base[:2] != (base["model_id"], base["digest"]):
@@ -357,9 +358,7 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
     kept_record = read_record(kept)
     earlier = steps_run(kept, kept_record) if kept_record else None
     if earlier is not None and earlier != steps:
-        old = read_scalars(kept)
-        scalars = {tag: sorted((dict(scalars.get(tag, [])) | dict(old.get(tag, []))).items())
-                   for tag in old.keys() | scalars.keys()}
+        scalars = published_then_longer(read_scalars(kept), scalars, earlier)
         for name, shorter in ((END_EVAL_FILE, f"end_eval.{earlier}steps.json"), ("fit.log", f"fit.{earlier}steps.log")):
             if (kept / name).is_file():
                 (kept / name).rename(kept / shorter)
@@ -373,6 +372,14 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
     else:  # nothing goes on from this run: a shorter one's checkpoint would only mislead
         (kept / KEPT_CHECKPOINT).unlink(missing_ok=True)
     write_record(kept, read_record(cell) | {"max_steps": steps})
+
+
+def published_then_longer(published: Scalars, longer: Scalars, steps: int) -> Scalars:
+    """The kept run's scalars of its `steps` steps, then the longer run's from step `steps` on."""
+    joined = {tag: [(s, v) for s, v in published.get(tag, []) if s < steps]
+                   + [(s, v) for s, v in longer.get(tag, []) if s >= steps]
+              for tag in published.keys() | longer.keys()}
+    return {tag: values for tag, values in joined.items() if values}
 
 
 def keep_checkpoint_of_the_kept_run(cell: Path, kept: Path) -> None:

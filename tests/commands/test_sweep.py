@@ -26,13 +26,15 @@ class FakeFit:
 
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
                  base_digest: str | None = None, base_model: str = "embedded", base_id: str | None = None,
-                 curve: float = 0.5, unevaluated: set[str] = frozenset(), stop_at: int | None = None):
+                 curve: float = 0.5, unevaluated: set[str] = frozenset(), stop_at: int | None = None,
+                 sparse_steps: frozenset[int] = frozenset()):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
         self.unevaluated = unevaluated  # arms whose first run here exits 0 without writing its end-of-run evaluation
         self.stop_at = stop_at  # a cell asked for more steps fails before it writes anything: the machine went away
         self.base_digest, self.base_model, self.curve = base_digest, base_model, curve
+        self.sparse_steps = sparse_steps  # the steps a tag logged only now and then (a loophole mode's rate) lands on
         self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
@@ -49,6 +51,8 @@ class FakeFit:
         writer = SummaryWriter(str(cell))  # a step's curve, and the end-of-run evaluation at the last step
         for step in range(max_steps):
             writer.add_scalar("hack/student", self.curve, step)
+            if step in self.sparse_steps:
+                writer.add_scalar("hack/student_sentinel", self.curve, step)
         writer.add_scalar("end/hack", max_steps / 100, max_steps - 1)
         writer.close()
         first = [cell_of(c) for c in self.calls].count(cell_of(argv)) == 1
@@ -315,6 +319,17 @@ def test_a_kept_cell_lengthened_on_another_machine_keeps_its_published_steps(tmp
     kept = tmp_path / "results" / "demo" / "vanilla" / "seed0"
     assert read_scalars(kept)["hack/student"] == [(0, 0.5), (1, 0.5), (2, 0.5), (3, pytest.approx(0.7)),
                                                   (4, pytest.approx(0.7))]
+
+
+def test_a_kept_cell_rerun_from_step_0_adds_nothing_to_its_published_steps(tmp_path, monkeypatch):
+    results = str(tmp_path / "results")
+    shorter = FakeFit(curve=0.5, sparse_steps=frozenset({0}))
+    run_sweep(tmp_path, shorter, monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=3]")
+    shutil.rmtree(tmp_path / "demo")  # the rerun samples the mode at other steps, published ones among them
+    longer = FakeFit(curve=0.7, sparse_steps=frozenset({1, 3}))
+    run_sweep(tmp_path, longer, monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=5]")
+    kept = read_scalars(tmp_path / "results" / "demo" / "vanilla" / "seed0")
+    assert kept["hack/student_sentinel"] == [(0, 0.5), (3, pytest.approx(0.7))]
 
 
 def test_a_keep_cut_short_after_the_config_still_knows_the_kept_runs_steps(tmp_path, monkeypatch):
