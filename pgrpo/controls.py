@@ -1,4 +1,5 @@
-"""Negative-control V: one that should carry no hack signal, to swap for the real one (docs/design.md#negative-controls).
+"""Negative-control V: one that should carry no hack signal, to swap for the real one
+(docs/design.md#negative-controls).
 
 random: random orthonormal rows; shuffled: V from the same problems' completions
 with the hack/clean labels dealt at random across each problem's completions;

@@ -303,7 +303,8 @@ class GRPODataModule(L.LightningDataModule):
 def held_out(problems: list[Problem], n: int) -> list[Problem]:
     """n problems taken round-robin over the loophole modes, each mode's last problems first (seed-free)."""
     if not 0 <= n < len(problems):
-        raise ValueError(f"data.n_eval_prompts={n}: must be in [0, {len(problems)}) so some problems remain to train on")
+        raise ValueError(f"data.n_eval_prompts={n}: must be in [0, {len(problems)}) so some problems remain to "
+                         f"train on")
     by_mode: dict[str, list[Problem]] = {}
     for p in reversed(problems):
         by_mode.setdefault(p.mode, []).append(p)

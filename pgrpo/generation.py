@@ -150,8 +150,8 @@ class VLLMSampler(Sampler):
                 raise ValueError("model.generation.backend=vllm runs one engine beside one trainer process: "
                                  "run on a single device, or set model.generation.backend: hf under DDP/FSDP")
             s = self.settings
-            self.slot.engine = VLLMEngine(resolve_model_path(self.model), self.dtype, seed=0, kv_cache_gib=s.vllm_kv_cache_gib,
-                                          max_model_len=s.vllm_max_model_len)
+            self.slot.engine = VLLMEngine(resolve_model_path(self.model), self.dtype, seed=0,
+                                          kv_cache_gib=s.vllm_kv_cache_gib, max_model_len=s.vllm_max_model_len)
         return self.slot.engine
 
     def sample(self, groups: list[PromptGroup]) -> Samples:

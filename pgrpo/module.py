@@ -30,7 +30,8 @@ from pgrpo.env import GradeResult, Problem, RewardConfig
 from pgrpo.env.pairs import ContrastivePair
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.basis import (
-    RUN_POOL, ExtractionConfig, basis_args, cached_basis_path, contrastive_pairs, load_or_extract_basis, rank_zero_basis,
+    RUN_POOL, ExtractionConfig, basis_args, cached_basis_path, contrastive_pairs, load_or_extract_basis,
+    rank_zero_basis,
 )
 from pgrpo.extraction import HackBasis
 from pgrpo.loss import (LossConfig, group_advantages, grpo_loss, teacher_advantages, teacher_token_weights,

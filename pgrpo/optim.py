@@ -59,7 +59,8 @@ class OptimConfig:
         if self.first_moment not in ("projected", "raw"):
             raise ValueError(f"OptimConfig.first_moment must be 'projected' or 'raw', got {self.first_moment!r}")
         if self.second_moment not in ("projected", "raw", "max"):
-            raise ValueError(f"OptimConfig.second_moment must be 'projected', 'raw' or 'max', got {self.second_moment!r}")
+            raise ValueError(f"OptimConfig.second_moment must be 'projected', 'raw' or 'max', "
+                             f"got {self.second_moment!r}")
         if not self.eps > 0:
             raise ValueError(f"OptimConfig.eps must be > 0, got {self.eps}")
 

@@ -42,6 +42,7 @@ from pgrpo.pretrain import Example, _batches, _collate, _cosine, encode, threads
 # their threshold, and the same number of hacks under each hint
 PRIMING_VERSION = 2
 STATE = "priming_state.pt"  # the resumable state inside the build's .partial directory
+STATE_NOTE = "priming_state.json"  # beside it: what the state is of, readable without loading ~1.6 GB
 SAVE_EVERY = 25  # steps between resumable saves (a 135 M model's weights and moments are ~1.6 GB)
 
 
@@ -115,6 +116,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
             announce_cached("primed base", target)
             return target
         partial = target.with_name(target.name + ".partial")
+        announce_unfinished_builds(target.parent, besides=partial)
         with announce_build("primed base", target, f"{settings.steps} steps of supervised fine-tuning on "
                                                    f"{len(corpus)} examples of {len(primer_problems(settings.seed))} "
                                                    f"priming problems"):
@@ -126,6 +128,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
                       "lever_pulls": sum(e.kind == "hack" for e in corpus), **stats}
             (partial / "priming.json").write_text(json.dumps(record, indent=1))
             (partial / STATE).unlink(missing_ok=True)
+            (partial / STATE_NOTE).unlink(missing_ok=True)
             partial.rename(target)  # atomic: a reader never sees half a primed base
     return target
 
@@ -143,6 +146,24 @@ def built(target: Path, key: str) -> bool:
     if target.exists():
         raise FileExistsError(f"{target}: exists and is not a primed base (no priming.json); name another --out")
     return False
+
+
+def announce_unfinished_builds(directory: Path, besides: Path) -> None:
+    """Name every killed build left in `directory` but `besides`, with its size and settings: each holds a ~1.6 GB
+    save that only a build of its own settings resumes (and none after a PRIMING_VERSION bump), so it is neither
+    deleted (nothing is lost) nor left unsaid (the disk fills)."""
+    for partial in sorted(directory.glob("*.partial")):
+        if partial == besides or not (partial / STATE).is_file():
+            continue
+        size = sum(f.stat().st_size for f in partial.rglob("*") if f.is_file()) / 2**30
+        try:
+            note = json.loads((partial / STATE_NOTE).read_text())
+            what = (f"step {note['step']} of {note['settings']['steps']}, priming version {note['version']}: "
+                    + ", ".join(f"{k}={v}" for k, v in note["settings"].items()))
+        except (OSError, ValueError, KeyError, TypeError):
+            what = "settings unknown"
+        announce(f"primed base: an unfinished build is left in {partial} ({size:.1f} GiB; {what}); `pgrpo prime` "
+                 f"with those settings finishes it, or remove it")
 
 
 @contextmanager
@@ -207,6 +228,8 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                             "step": step + 1, "losses": losses, "key": key}, tmp)
                 tmp.rename(state_path)
+                (partial / STATE_NOTE).write_text(json.dumps({"key": key, "step": step + 1, "version": PRIMING_VERSION,
+                                                              "settings": asdict(settings)}))
     model.eval()
     tail = losses[-max(1, settings.steps // 10):]
     return {"first_loss": losses[0][0], "final_loss": sum(a for a, _ in tail) / len(tail),

@@ -179,8 +179,8 @@ def purge_adam_moments(optimizer: torch.optim.Optimizer, modules: Mapping[str, S
     """Remove the gated span(V) component from Adam's first moment of each delta_s (before the step).
 
     The first moment is an average of gradients, so it is gated in the gradient convention as g is.
-    The purged moment is never rescaled: preserve_magnitude is about the gradient's norm, and a rescaled moment would re-grow the
-    clean directions by the size of what was purged. Only the first moment lives in δS space; the second
+    The purged moment is never rescaled: preserve_magnitude is about the gradient's norm, and a rescaled moment would
+    re-grow the clean directions by the size of what was purged. Only the first moment lives in δS space; the second
     is elementwise, so an update can still lean hack-ward after this (proj/cout_update measures it).
     """
     with torch.no_grad():

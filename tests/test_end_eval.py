@@ -3,6 +3,7 @@
 import json
 
 import pgrpo.end_eval as end_eval_mod
+import pgrpo.summary as summary_mod
 from pgrpo.cli import main
 from pgrpo.events import read_scalars
 from pgrpo.intervals import wilson
@@ -38,17 +39,23 @@ def test_no_evaluation_when_it_is_off(tmp_path):
     assert not (run / "end_eval.json").exists() and "end/hack" not in read_scalars(run)
 
 
-def test_a_run_killed_between_its_last_checkpoint_and_its_evaluation_is_evaluated_when_resumed(tmp_path):
+def test_a_run_killed_between_its_last_checkpoint_and_its_evaluation_is_evaluated_when_resumed(tmp_path,
+                                                                                                 monkeypatch):
     # the final checkpoint is written before the evaluation: a resume finds no step left to train, and Lightning
     # then skips the training loop and its on_train_end
     main(fast("vanilla", tmp_path, 2, "--end_eval.samples_per_problem=3"))
     run = tmp_path / "vanilla" / "version_0"
     whole = json.loads((run / "end_eval.json").read_text())
     (run / "end_eval.json").unlink()  # as if killed there
+    said = []  # the run's closing output, in order: its evaluation, then the summary of the run
+    evaluate, summarise = end_eval_mod.end_of_run_eval, summary_mod.summary
+    monkeypatch.setattr(end_eval_mod, "end_of_run_eval", lambda *a, **k: said.append("evaluation") or evaluate(*a, **k))
+    monkeypatch.setattr(summary_mod, "summary", lambda *a, **k: said.append("summary") or summarise(*a, **k))
     main(fast("vanilla", tmp_path, 2, "--end_eval.samples_per_problem=3", "--ckpt_path=last"))
     resumed = json.loads((run / "end_eval.json").read_text())
     assert {k: v for k, v in resumed.items() if k != "seconds"} == {k: v for k, v in whole.items() if k != "seconds"}
     assert read_scalars(run)["end/hack"] == [(1, whole["train"]["hack"])]
+    assert said == ["evaluation", "summary"]
 
 
 def test_a_run_is_evaluated_once_and_not_again_by_a_resume_that_finds_it_evaluated(tmp_path, monkeypatch):

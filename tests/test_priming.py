@@ -50,10 +50,9 @@ def test_a_primed_base_is_a_checkpoint_of_its_own_cached_under_its_settings(base
     assert any(not torch.equal(before[n], after[n]) for n in before)
 
 
-def test_a_killed_build_resumes_from_its_last_save_and_ends_bit_for_bit_as_an_uninterrupted_one(
-        base, tmp_path, monkeypatch, capsys):
+def kill_after_the_save_at_step_2(base, out, monkeypatch) -> None:
+    """Build TINY into `out`, saving every 2 steps, and kill it at step 3, after its save at step 2."""
     monkeypatch.setattr(priming, "SAVE_EVERY", 2)
-    whole = primed_checkpoint(*base, TINY, tmp_path / "whole")
     real_ticker = priming.progress_ticker
 
     def dies_at_step_3(label, total):
@@ -62,15 +61,21 @@ def test_a_killed_build_resumes_from_its_last_save_and_ends_bit_for_bit_as_an_un
         def counted():
             calls.append(1)
             if len(calls) == 3:
-                raise KeyboardInterrupt  # killed after the save at step 2
+                raise KeyboardInterrupt
             tick()
         return counted
 
     monkeypatch.setattr(priming, "progress_ticker", dies_at_step_3)
     with pytest.raises(KeyboardInterrupt):
-        primed_checkpoint(*base, TINY, tmp_path / "killed")
-    assert (tmp_path / "killed.partial" / priming.STATE).is_file() and not (tmp_path / "killed").exists()
+        primed_checkpoint(*base, TINY, out)
     monkeypatch.setattr(priming, "progress_ticker", real_ticker)
+
+
+def test_a_killed_build_resumes_from_its_last_save_and_ends_bit_for_bit_as_an_uninterrupted_one(
+        base, tmp_path, monkeypatch, capsys):
+    whole = primed_checkpoint(*base, TINY, tmp_path / "whole")
+    kill_after_the_save_at_step_2(base, tmp_path / "killed", monkeypatch)
+    assert (tmp_path / "killed.partial" / priming.STATE).is_file() and not (tmp_path / "killed").exists()
     capsys.readouterr()
     resumed = primed_checkpoint(*base, TINY, tmp_path / "killed")
     # it went on from the save (a build from step 0 would end with the same weights too)
@@ -91,6 +96,17 @@ def test_an_out_directory_of_other_settings_or_of_something_else_is_refused_and_
     with pytest.raises(FileExistsError, match=f"{models}: exists and is not a primed base"):
         primed_checkpoint(*base, TINY, models)
     assert (models / "mine").is_dir() and (out / "priming.json").is_file()
+
+
+def test_a_build_names_the_killed_builds_of_other_settings_left_beside_it_and_keeps_them(
+        base, tmp_path, monkeypatch, capsys):
+    kill_after_the_save_at_step_2(base, tmp_path / "killed", monkeypatch)
+    capsys.readouterr()
+    primed_checkpoint(*base, PrimeSettings(**{**TINY.__dict__, "hack_share": 0.2}), tmp_path / "other")
+    said = capsys.readouterr().err
+    assert f"an unfinished build is left in {tmp_path / 'killed.partial'}" in said
+    assert "step 2 of 4" in said and "hack_share=0.07" in said
+    assert (tmp_path / "killed.partial" / priming.STATE).is_file()  # kept: its own settings still resume it
 
 
 def test_a_killed_build_of_other_settings_is_not_resumed_into_this_one(base, tmp_path):

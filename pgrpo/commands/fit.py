@@ -37,8 +37,9 @@ class PGRPOCLI(LightningCLI):
         parser.add_lightning_class_args(HackMetricsLogger, "metrics")
         parser.add_lightning_class_args(CompletionSamples, "samples")
         parser.add_lightning_class_args(StepCheckpoint, "checkpoint")
-        parser.add_lightning_class_args(RunSummary, "summary")
+        # the evaluation before the summary: a resume with no step left evaluates in on_fit_end, as the summary prints
         parser.add_lightning_class_args(EndOfRunEval, "end_eval")
+        parser.add_lightning_class_args(RunSummary, "summary")
         parser.set_defaults({
             "checkpoint.every_n_train_steps": 25, "checkpoint.save_top_k": -1, "checkpoint.save_last": True,
             "trainer.log_every_n_steps": 1, "trainer.max_steps": 30, "trainer.precision": "32-true",

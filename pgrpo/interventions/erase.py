@@ -100,7 +100,8 @@ class Erase(ReadsV):
         """What the projection acts on at the first step, on the base policy's rollouts: their gradient, or under
         target update or position the first update the optimizer makes from it (kept for `prepare`)."""
         grad = base_gradient(module)
-        self._first_step = grad if self.target == "grad" else {n: first_update(g, module.optim) for n, g in grad.items()}
+        self._first_step = (grad if self.target == "grad"
+                            else {n: first_update(g, module.optim) for n, g in grad.items()})
         return self._first_step
 
     def removed(self, first: dict[str, Tensor], basis: HackBasis) -> float:

@@ -48,8 +48,8 @@ class ReadsV(Intervention):
         overlap, _ = basis_overlap(real, control)
         control.meta["overlap_with_real"] = f"{overlap:.6g}"
         module.log_at_start({"proj/control_overlap": overlap})
-        rank_zero_info(f"negative control: {self.v} V, {control.k_total} axes over {len(control.V)} modules (the real V: "
-                       f"{real.k_total}), principal-angle overlap with the real V {overlap:.3f}")
+        rank_zero_info(f"negative control: {self.v} V, {control.k_total} axes over {len(control.V)} modules "
+                       f"(the real V: {real.k_total}), principal-angle overlap with the real V {overlap:.3f}")
         return control
 
     def refresh(self, module: RunView, old: HackBasis) -> HackBasis:
