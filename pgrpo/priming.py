@@ -228,7 +228,7 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
                 torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                             "step": step + 1, "losses": losses, "key": key}, tmp)
                 tmp.rename(state_path)
-                (partial / STATE_NOTE).write_text(json.dumps({"key": key, "step": step + 1, "version": PRIMING_VERSION,
+                (partial / STATE_NOTE).write_text(json.dumps({"step": step + 1, "version": PRIMING_VERSION,
                                                               "settings": asdict(settings)}))
     model.eval()
     tail = losses[-max(1, settings.steps // 10):]
