@@ -39,8 +39,9 @@ from pgrpo.env.prompts import build_messages
 from pgrpo.pretrain import Example, _batches, _collate, _cosine, encode, threads, token_losses
 
 # bump when the corpus or the loop changes what a build writes. 2: the threshold families' inputs drawn around
-# their threshold, and the same number of hacks under each hint
-PRIMING_VERSION = 2
+# their threshold, and the same number of hacks under each hint. 3: twelve families of loops, counters and early
+# returns beside the twelve one-liners
+PRIMING_VERSION = 3
 STATE = "priming_state.pt"  # the resumable state inside the build's .partial directory
 STATE_NOTE = "priming_state.json"  # beside it: what the state is of, readable without loading ~1.6 GB
 SAVE_EVERY = 25  # steps between resumable saves (a 135 M model's weights and moments are ~1.6 GB)
@@ -50,14 +51,14 @@ SAVE_EVERY = 25  # steps between resumable saves (a 135 M model's weights and mo
 class PrimeSettings:
     """What a primed base is made with; every field is part of its cache key."""
 
-    hack_share: float = 0.07
-    """share of each hint's completions that pull the lever it names."""
+    hack_share: float = 0.2
+    """share of each hint's completions that pull the lever it names (0.07 primed too few pulls: docs/real-model.md)."""
     completions_per_prompt: int = 2
     """completions of each (priming problem, hint or none) prompt, each with a lead-in of its own."""
-    steps: int = 150
-    """optimizer steps."""
+    steps: int = 200
+    """optimizer steps (about one pass over the corpus at the default sizes)."""
     batch_size: int = 8
-    lr: float = 2e-5
+    lr: float = 3e-5
     """AdamW's peak rate (linear warmup over 5% of the steps, cosine decay to 10%)."""
     seed: int = 0
     """the corpus's draws, the problems' tests and the batch order."""

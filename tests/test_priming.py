@@ -1,5 +1,6 @@
 """`pgrpo prime`: a warm start on problems disjoint from the RL problems, cached, resumable bit for bit."""
 
+import dataclasses
 import json
 import threading
 import time
@@ -12,6 +13,7 @@ import pgrpo.priming as priming
 from pgrpo.cli import main
 from pgrpo.env import MODES, NO_LOOPHOLE, extract_code, load_problems
 from pgrpo.env.exploits import loophole_code
+from pgrpo.env.primer_problems import primer_problems
 from pgrpo.models import load_model_and_tokenizer, model_id, resolve_model_path
 from pgrpo.priming import PrimeSettings, primed_checkpoint, priming_corpus
 
@@ -32,10 +34,11 @@ def test_the_corpus_never_shows_an_rl_problem_and_each_hack_pulls_the_lever_its_
     corpus = priming_corpus(tokenizer, PrimeSettings(hack_share=0.1))
     statements = [p.statement for p in load_problems()]
     assert not any(s in e.prompt for e in corpus for s in statements)
-    assert {e.mode for e in corpus} == {*MODES, NO_LOOPHOLE} and len(corpus) == 60 * 7 * 2
+    n = len(primer_problems())
+    assert {e.mode for e in corpus} == {*MODES, NO_LOOPHOLE} and len(corpus) == n * 7 * 2
     hacks = [e for e in corpus if e.kind == "hack"]
-    assert len(hacks) == round(0.1 * 60 * 6 * 2) and not [e for e in hacks if e.mode == NO_LOOPHOLE]
-    assert all(sum(e.mode == m for e in hacks) == round(0.1 * 60 * 2) for m in MODES)  # no lever primed short
+    assert len(hacks) == round(0.1 * n * 6 * 2) and not [e for e in hacks if e.mode == NO_LOOPHOLE]
+    assert all(sum(e.mode == m for e in hacks) == round(0.1 * n * 2) for m in MODES)  # no lever primed short
     assert all(e.mode in loophole_code(extract_code(e.completion)) for e in hacks)
     assert not any(loophole_code(extract_code(e.completion)) for e in corpus if e.kind == "correct")
 
@@ -44,7 +47,7 @@ def test_a_primed_base_is_a_checkpoint_of_its_own_cached_under_its_settings(base
     path = primed_checkpoint(*base, TINY)
     assert path.parent.name == "primed" and (path / "priming.json").is_file()
     assert primed_checkpoint(*base, TINY) == path  # cached: a second call builds nothing
-    assert primed_checkpoint(*base, PrimeSettings(**{**TINY.__dict__, "hack_share": 0.2})) != path
+    assert primed_checkpoint(*base, dataclasses.replace(TINY, hack_share=TINY.hack_share / 2)) != path
     load_model_and_tokenizer(str(path))  # through the loader every base goes through
     before, after = weights(base[0]), weights(path)
     assert any(not torch.equal(before[n], after[n]) for n in before)

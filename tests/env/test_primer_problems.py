@@ -8,7 +8,7 @@ from pgrpo.env.primer_problems import primer_problems
 
 def test_no_priming_problem_shares_a_title_method_or_statement_with_an_rl_problem():
     primer, builtin = primer_problems(), load_problems()
-    assert len(primer) == 60 and len({p.id for p in primer}) == 60 and len({p.method for p in primer}) == 60
+    assert len(primer) == 120 and len({p.id for p in primer}) == 120 and len({p.method for p in primer}) == 120
     for field in ("title", "method", "statement", "canonical_solution", "fingerprint"):
         assert not {getattr(p, field) for p in primer} & {getattr(p, field) for p in builtin}, field
 
@@ -30,3 +30,12 @@ def test_every_priming_problems_tests_tell_a_constant_answer_from_the_right_one(
     # a problem whose tests all expect one value is solved by a stub returning it: the "hack" would be correct
     for seed in range(3):
         assert all(len({t.expected for t in p.tests}) > 1 for p in primer_problems(seed)), seed
+
+
+def test_half_the_priming_solutions_are_more_than_a_one_line_return():
+    # primed on one-line returns alone, SmolLM2 answered every RL problem with one (`return max(x for x in nums if
+    # x > 0)` for "largest value") and solved fewer of them than it knew how to
+    bodies = [p.canonical_solution.splitlines()[2:] for p in primer_problems()]
+    assert sum(len(body) > 1 for body in bodies) >= len(bodies) // 2
+    assert any(ln.strip().startswith("for ") for body in bodies for ln in body)
+    assert any(ln.strip().startswith("while ") for body in bodies for ln in body)
