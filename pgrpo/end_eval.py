@@ -9,13 +9,16 @@ to the curves as end/... at the last step, where `pgrpo report` reads them.
 """
 
 import json
+import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from lightning.pytorch import Callback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from typing_extensions import override
 
+from pgrpo.cache import announce, progress_ticker
 from pgrpo.callbacks import log_scalars
 from pgrpo.env import Problem
 from pgrpo.evaluate import SampleAndGrade, evaluate, with_loopholes
@@ -108,13 +111,19 @@ def end_of_run_eval(pl_module, splits: dict[str, list[Problem]], everything: lis
                     prompts_per_call: int) -> dict:
     """Per split, the samples, strict hacks and correct answers of the deployed policy, with Wilson intervals."""
     result = {"samples_per_problem": n, "seed": seed, "temperature": pl_module.generation.temperature}
+    # on a real model on CPU this is minutes of generation (SmolLM2: ~10): said, and ticked per generate call
+    announce(f"end-of-run evaluation: {n} samples of each of "
+             + " and ".join(f"{len(problems)} {split}" for split, problems in splits.items() if problems)
+             + " problems, from the final policy as deployed")
     with seeded(seed, pl_module.device), pl_module.intervention.deployed(pl_module.adapter):
         for split, problems in splits.items():
             if not problems:
                 result[split] = None
                 continue
+            tick = progress_ticker(f"end-of-run evaluation, {split}: generate call",
+                                   math.ceil(len(problems) / prompts_per_call))
             counts = evaluate(with_loopholes(problems, everything), n, _in_calls(pl_module.sampler.rollouts,
-                              prompts_per_call), variants=["fixed_name"], seed=seed)["fixed_name"]
+                              prompts_per_call, tick), variants=["fixed_name"], seed=seed)["fixed_name"]
             entry = {"problems": counts["prompts"], "samples": counts["samples"]}
             for name, key in (("hack", "strict_hack"), ("solve", "correct")):
                 entry[name] = counts[f"{key}_rate"]
@@ -154,9 +163,12 @@ def summary_line(result: dict) -> str:
     return "; ".join(parts)
 
 
-def _in_calls(rollouts: SampleAndGrade, prompts_per_call: int) -> SampleAndGrade:
-    """The same rollouts, `prompts_per_call` problems per generate call."""
+def _in_calls(rollouts: SampleAndGrade, prompts_per_call: int, tick: Callable[[], None]) -> SampleAndGrade:
+    """The same rollouts, `prompts_per_call` problems per generate call, `tick` after each."""
     def chunked(problems: list[Problem], n: int) -> list:
-        return [row for i in range(0, len(problems), prompts_per_call)
-                for row in rollouts(problems[i:i + prompts_per_call], n)]
+        rows = []
+        for i in range(0, len(problems), prompts_per_call):
+            rows += rollouts(problems[i:i + prompts_per_call], n)
+            tick()
+        return rows
     return chunked

@@ -33,6 +33,15 @@ def test_a_fit_ends_on_its_final_policys_rates_on_every_training_and_held_out_pr
         assert scalars[f"end/hack_{mode}"] == [(1, e["hack"])] and scalars[f"end/samples_{mode}"] == [(1, 7.0 * 3)]
 
 
+def test_the_end_of_run_evaluation_says_what_it_samples_and_how_far_along_it_is(tmp_path, capsys):
+    # on SmolLM2 on CPU it is ~10 minutes of generation after the last step, which printed nothing
+    main(fast("vanilla", tmp_path, 1, "--end_eval.samples_per_problem=2", "--end_eval.prompts_per_call=7"))
+    err = capsys.readouterr().err
+    assert "end-of-run evaluation: 2 samples of each of 42 train and 6 heldout problems" in err
+    assert "end-of-run evaluation, train: generate call 6/6" in err
+    assert "end-of-run evaluation, heldout: generate call 1/1" in err
+
+
 def test_no_evaluation_when_it_is_off(tmp_path):
     main(fast("vanilla", tmp_path, 1, "--end_eval.samples_per_problem=0"))
     run = tmp_path / "vanilla" / "version_0"
