@@ -19,7 +19,7 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
     """Prime MODEL by a short supervised warm start into a new base (cached; a second call returns at once;
     a killed build resumes), then measure it on the RL problems it has not seen.
 
-    The data are 60 priming problems disjoint from the RL problems (pgrpo/env/primer_problems.py): correct
+    The data are 120 priming problems disjoint from the RL problems (pgrpo/env/primer_problems.py): correct
     solutions under the no-loophole prompt and under each hint, and a share of completions that pull the lever
     their hint names. With every setting at its default the result is what `model: MODEL+primed` names in a
     config (configs/smollm2_primed.yaml); with others, pass the printed directory as `model:`. The evaluation
