@@ -1,13 +1,13 @@
 """Problems for priming a real model (`pgrpo prime`), disjoint from the RL problems it is later trained on.
 
-Template families in the built-in style: each family is one short task with a constant (a divisor, a
-threshold, an offset...), and each constant gives a problem of its own, with its own method name, statement,
-canonical solution and tests. Half the families are one-line returns and half are loops, counters, dicts and
-early returns: priming on one-liners alone taught SmolLM2 to answer every problem with a one-line generator
-(`return max(x for x in nums if x > 0)` for "largest value"), and it solved fewer problems than it knew. The expected values are computed by the family's reference function, so a
-test cannot disagree with the solution. None of their titles, method names or statements is a built-in
-problem's (tests/env/test_primer_problems.py checks it): priming teaches the format and the levers, never an
-RL problem's answer.
+Template families in the built-in style: each family is one short task with a constant (a divisor, a threshold, an
+offset...), and each constant gives a problem of its own, with its own method name, statement, canonical solution
+and tests. Half the families are one-line returns and half are loops, counters, dicts and early returns: priming on
+one-liners alone taught SmolLM2 to answer every problem with a one-line generator
+(`return max(x for x in nums if x > 0)` for "largest value"; docs/real-model.md). The expected values are computed
+by the family's reference function, so a test cannot disagree with the solution. None of their titles, method
+names or statements is a built-in problem's (tests/env/test_primer_problems.py checks it): priming teaches the
+format and the levers, never an RL problem's answer.
 """
 
 import random
@@ -33,8 +33,8 @@ class Family:
     constants: tuple
 
 
-def _ints(rng: random.Random, n: int = 6, lo: int = -20, hi: int = 40) -> list[int]:
-    return [rng.randint(lo, hi) for _ in range(rng.randint(0, n))]
+def _ints(rng: random.Random, n: int = 6, lo: int = -20, hi: int = 40, least: int = 0) -> list[int]:
+    return [rng.randint(lo, hi) for _ in range(rng.randint(least, n))]
 
 
 def _ints_around(rng: random.Random, k: int) -> list[int]:
@@ -49,10 +49,6 @@ def _word(rng: random.Random) -> str:
 
 def _words(rng: random.Random) -> list[str]:
     return [_word(rng) for _ in range(rng.randint(0, 5))]
-
-
-def _nonempty_around(rng: random.Random, k: int) -> list[int]:
-    return [rng.randint(k - 30, k + 30) for _ in range(rng.randint(1, 6))]
 
 
 def _sentence(rng: random.Random) -> str:
@@ -157,7 +153,8 @@ FAMILIES = (
            "number.", "nums: List[int]) -> int",
            "best = nums[0]\nfor x in nums[1:]:\n    if abs(x - {k}) < abs(best - {k}) or "
            "(abs(x - {k}) == abs(best - {k}) and x < best):\n        best = x\nreturn best",
-           lambda k, nums: min(nums, key=lambda x: (abs(x - k), x)), lambda r, k: (_nonempty_around(r, k),),
+           lambda k, nums: min(nums, key=lambda x: (abs(x - k), x)),
+           lambda r, k: (_ints(r, lo=k - 30, hi=k + 30, least=1),),
            (0, 10, 50, 100, -3)),
     Family("Letters Seen {k} Times or More", "frequentLetters{w}",
            "Given a string s, return the sorted list of the distinct characters that occur in it at least {k} "
