@@ -73,7 +73,7 @@ def model_id(name_or_path: str) -> str:
     if name_or_path in EMBEDDED_OPENINGS:
         return f"{EMBEDDED}-{recipe_hash(EMBEDDED_OPENINGS[name_or_path])}"
     if is_gguf_model(name_or_path):
-        return f"{name_or_path}@{converted_checkpoint(name_or_path).name}"  # the file's name, size and mtime
+        return f"{name_or_path}@{converted_checkpoint(name_or_path).name}"  # the file's name and bytes
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return f"{path.resolve()}@{_directory_hash(path)}"

@@ -2,6 +2,7 @@
 template, weights partly Q8_0-quantised) goes through the loader as the packaged SmolLM2 file would."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ def byte_tokens() -> list[str]:
     return [chr(b) if b in printable else chr(next(extra)) for b in range(256)]
 
 
-def write_tiny_gguf(path: Path) -> None:
+def write_tiny_gguf(path: Path, seed: int = 0) -> None:
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     merges = ["Ġ t", "e r", "Ġt h"]
     tokens = specials + byte_tokens() + ["Ġt", "er", "Ġth"]
@@ -52,7 +53,7 @@ def write_tiny_gguf(path: Path) -> None:
     writer.add_pad_token_id(2)
     writer.add_add_bos_token(False)
     writer.add_chat_template(CHAT_TEMPLATE)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
 
     def weight(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape) * 0.2).astype(np.float32)
@@ -109,8 +110,17 @@ def test_a_converted_gguf_is_reused_and_keyed_by_its_file(tiny_gguf, capsys):
     capsys.readouterr()
     assert resolve_model_path(str(tiny_gguf)) == first and "cached" in capsys.readouterr().err
     assert model_id(str(tiny_gguf)) == f"{tiny_gguf}@{first.name}"
-    write_tiny_gguf(tiny_gguf)  # rewritten in place: another file, another checkpoint
+    write_tiny_gguf(tiny_gguf, seed=1)  # rewritten in place with other weights: another file, another checkpoint
     assert resolve_model_path(str(tiny_gguf)) != first
+
+
+def test_the_same_gguf_bytes_installed_again_find_their_checkpoint(tiny_gguf):
+    """A fresh install of the package writes the same file at another time: the checkpoint (and the primed base and
+    the kept cells keyed by it) must be found, not built again under another key."""
+    first = resolve_model_path(str(tiny_gguf))
+    stat = tiny_gguf.stat()
+    os.utime(tiny_gguf, ns=(stat.st_atime_ns + 10**9, stat.st_mtime_ns + 10**9))
+    assert resolve_model_path(str(tiny_gguf)) == first
 
 
 def test_missing_gguf_inputs_are_named(tmp_path, monkeypatch):
