@@ -2,6 +2,7 @@
 lines that say when it builds one, how far along it is, or that it found one."""
 
 import functools
+import hashlib
 import os
 import sys
 import time
@@ -15,6 +16,18 @@ from lightning.pytorch.utilities import rank_zero_only
 def cache_dir() -> Path:
     """$PGRPO_CACHE if set, else ~/.cache/pgrpo."""
     return Path(os.environ.get("PGRPO_CACHE") or Path.home() / ".cache" / "pgrpo")
+
+
+def files_digest(directory: Path, besides: tuple[str, ...] = ()) -> str:
+    """sha256 over the name and bytes of every file in `directory` but `besides` (a build's marker or record): two
+    machines that built one recipe to different bytes differ here."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.is_file() and p.name not in besides):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            while chunk := f.read(2**24):
+                digest.update(chunk)
+    return digest.hexdigest()
 
 
 @rank_zero_only

@@ -34,7 +34,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from pgrpo.cache import announce_build, announce_cached, cache_dir as default_cache_dir, duration, progress_ticker
+from pgrpo.cache import (announce_build, announce_cached, cache_dir as default_cache_dir, duration, files_digest,
+                         progress_ticker)
 
 # Bump when a build step changes in a way the constants and sources hashed below do not capture.
 RECIPE_VERSION = 4
@@ -301,10 +302,7 @@ def cached_build_digest(build_id: str, cache_dir: Path | None = None) -> str | N
     build = Path(cache_dir or default_cache_dir()) / build_id
     if not (build / MARKER).is_file():
         return None
-    digest = hashlib.sha256()
-    for path in sorted(p for p in build.iterdir() if p.is_file() and p.name != MARKER):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return files_digest(build, besides=(MARKER,))
 
 
 def embedded_default_path(cache_dir: Path | None = None, openings: str = "shared") -> Path:

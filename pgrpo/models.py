@@ -16,9 +16,10 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from pgrpo.cache import files_digest
 from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
-from pgrpo.priming import PrimeSettings, primed_checkpoint
+from pgrpo.priming import RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint
 
 EMBEDDED = "embedded"
 # `<model>+primed`: the model after `pgrpo prime`'s default warm start (pgrpo.priming), built once, cached
@@ -81,12 +82,22 @@ def model_id(name_or_path: str) -> str:
 
 
 def base_record(name_or_path: str) -> dict[str, str]:
-    """What a run records of its base: the name it was given, its model_id and a digest of its files (for an
-    embedded build, sha256 over its files: two machines that built the same recipe to different bytes differ
-    here; for a directory, its model_id's hash of the config and the weight files' sizes and times)."""
+    """What a run records of its base: the name it was given, its model_id and a digest of its files (for a base
+    pgrpo builds, embedded or primed, sha256 over its files: two machines that built the same recipe to different
+    bytes differ here; for a directory, its model_id's hash of the config and the weight files' sizes and times)."""
     found = model_id(name_or_path)
-    digest = cached_build_digest(found) if name_or_path in EMBEDDED_OPENINGS else None
-    return {"model": name_or_path, "model_id": found, "digest": digest or found}
+    return {"model": name_or_path, "model_id": found, "digest": cached_digest(name_or_path) or found}
+
+
+def cached_digest(name_or_path: str, build_id: str | None = None) -> str | None:
+    """sha256 over the files of the base pgrpo built for `name_or_path`: an embedded one's cached build `build_id`
+    (by default its current recipe's; None when the cache lacks it), or a primed one (its record, which holds
+    the key, aside). None for a model pgrpo does not build."""
+    if name_or_path in EMBEDDED_OPENINGS:
+        return cached_build_digest(build_id or model_id(name_or_path))
+    if name_or_path.endswith(PRIMED):
+        return files_digest(resolve_model_path(name_or_path), besides=(PRIMING_RECORD,))
+    return None
 
 
 def same_base(recorded: str, current: str) -> bool:

@@ -43,6 +43,7 @@ from pgrpo.pretrain import Example, _batches, _collate, _cosine, encode, threads
 # returns beside the twelve one-liners
 PRIMING_VERSION = 3
 STATE = "priming_state.pt"  # the resumable state inside the build's .partial directory
+RECORD = "priming.json"  # the build's key, settings and losses, written last of its files
 STATE_NOTE = "priming_state.json"  # beside it: what the state is of, readable without loading ~1.6 GB
 SAVE_EVERY = 25  # steps between resumable saves (a 135 M model's weights and moments are ~1.6 GB)
 
@@ -127,7 +128,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
             tokenizer.save_pretrained(partial)
             record = {"base": base_id, "key": key, "settings": asdict(settings), "examples": len(corpus),
                       "lever_pulls": sum(e.kind == "hack" for e in corpus), **stats}
-            (partial / "priming.json").write_text(json.dumps(record, indent=1))
+            (partial / RECORD).write_text(json.dumps(record, indent=1))
             (partial / STATE).unlink(missing_ok=True)
             (partial / STATE_NOTE).unlink(missing_ok=True)
             partial.rename(target)  # atomic: a reader never sees half a primed base
@@ -137,7 +138,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
 def built(target: Path, key: str) -> bool:
     """Whether `target` holds the primed base `key` names. A directory there that holds another (an `--out`
     reused with other settings) or something else is refused, never returned nor overwritten."""
-    record = target / "priming.json"
+    record = target / RECORD
     if record.is_file():
         found = json.loads(record.read_text()).get("key")
         if found != key:

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import shutil
 import threading
 import time
 
@@ -152,3 +153,31 @@ def test_a_config_names_the_default_priming_of_a_model_by_its_name_and_plus_prim
     assert model_id("embedded+primed").startswith("embedded+primed@embedded-")
     model, tokenizer = load_model_and_tokenizer("embedded+primed")
     assert tokenizer.padding_side == "left" and not any(p.requires_grad for p in model.parameters())
+
+
+def test_a_run_on_a_primed_base_records_the_sha256_of_its_files_so_other_bytes_are_told_apart(
+        base, monkeypatch, tmp_path):
+    """A primed base is rebuilt on each machine (it is too big to carry) and a build's last bits may depend on the
+    machine: a run records its files' digest, not its key, and a sweep refuses to pool another machine's bytes."""
+    import pgrpo.models as models
+    from pgrpo.cache import files_digest
+    from pgrpo.commands.sweep import refuse_another_cached_base
+
+    monkeypatch.setattr(models, "PrimeSettings", lambda: TINY)
+    record = models.base_record("embedded+primed")
+    path = resolve_model_path("embedded+primed")
+    assert record["digest"] == files_digest(path, besides=(priming.RECORD,)) != record["model_id"]
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    (copy / priming.RECORD).write_text(json.dumps({"key": "re-keyed"}))  # the record holds the key, not the bytes
+    assert files_digest(copy, besides=(priming.RECORD,)) == record["digest"]
+    (copy / "model.safetensors").write_bytes((copy / "model.safetensors").read_bytes()[:-1] + b"\0")
+    assert files_digest(copy, besides=(priming.RECORD,)) != record["digest"]
+
+    cell = tmp_path / "results" / "demo" / "vanilla" / "seed0"  # kept by a machine that built it otherwise
+    cell.mkdir(parents=True)
+    (cell / "base.json").write_text(json.dumps({**record, "digest": "aa" * 32}))
+    with pytest.raises(SystemExit, match="the cache holds base embedded\\+primed@.* trained on aaaa"):
+        refuse_another_cached_base(cell.parent.parent)
+    (cell / "base.json").write_text(json.dumps(record))
+    refuse_another_cached_base(cell.parent.parent)

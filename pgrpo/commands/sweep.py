@@ -27,11 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgrpo.embedded import cached_build_digest
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config, read_scalars, setting
-from pgrpo.models import model_id, same_base
+from pgrpo.models import cached_digest, model_id, same_base
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
@@ -323,13 +322,15 @@ def refuse_another_cached_base(store: Path) -> None:
         current = model_id(name)
         if not same_base(kept_id, current):
             raise SystemExit(f"this checkout and environment key base {name!r} as {current}, but the cells kept in "
-                             f"{store} ({cell}, ...) trained on {kept_id}: its recipe (the sources that build it, "
-                             f"torch's version) differs here, so every cell would train on another base; run the "
+                             f"{store} ({cell}, ...) trained on {kept_id}: what keys it (an embedded base's sources and "
+                             f"torch's version; a primed one's model file, data and settings) differs here, so every "
+                             f"cell would train on another base; run the "
                              f"sweep at the commit and with the set-up its protocol names (make setup)")
-        cached = cached_build_digest(kept_id)
+        cached = cached_digest(name, kept_id)
         if cached is not None and cached != digest:
             raise SystemExit(f"the cache holds base {kept_id} with files sha256 {cached[:16]}, but the cells kept in "
-                             f"{store} ({cell}, ...) trained on {digest[:16]}: put theirs in the cache first "
+                             f"{store} ({cell}, ...) trained on {digest[:16]}: put theirs in the cache first, or (a "
+                             f"primed base, too big to carry) build it on a machine that builds their bytes "
                              f"(results/README.md)")
 
 
