@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from pgrpo.cache import files_digest
 from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
-from pgrpo.priming import RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint
+from pgrpo.priming import RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint, primed_target
 
 EMBEDDED = "embedded"
 # `<model>+primed`: the model after `pgrpo prime`'s default warm start (pgrpo.priming), built once, cached
@@ -69,8 +69,8 @@ def load_model_and_tokenizer(
 
 def model_id(name_or_path: str) -> str:
     """A stable identifier of the model's content, for cache keys (V bases, teacher pools)."""
-    if name_or_path.endswith(PRIMED):
-        return f"{name_or_path}@{resolve_model_path(name_or_path).name}"  # the base's id and the settings' key
+    if name_or_path.endswith(PRIMED):  # the base's id and the settings' key, named without building it
+        return f"{name_or_path}@{_primed_target(name_or_path).name}"
     if name_or_path in EMBEDDED_OPENINGS:
         return f"{EMBEDDED}-{recipe_hash(EMBEDDED_OPENINGS[name_or_path])}"
     if is_gguf_model(name_or_path):
@@ -96,8 +96,15 @@ def cached_digest(name_or_path: str, build_id: str | None = None) -> str | None:
     if name_or_path in EMBEDDED_OPENINGS:
         return cached_build_digest(build_id or model_id(name_or_path))
     if name_or_path.endswith(PRIMED):
-        return files_digest(resolve_model_path(name_or_path), besides=(PRIMING_RECORD,))
+        target = _primed_target(name_or_path)
+        return files_digest(target, besides=(PRIMING_RECORD,)) if (target / PRIMING_RECORD).is_file() else None
     return None
+
+
+def _primed_target(name_or_path: str) -> Path:
+    """Where `<model>+primed`'s default priming lives, built or not (priming.primed_target)."""
+    base = name_or_path.removesuffix(PRIMED)
+    return primed_target(resolve_model_path(base), model_id(base), PrimeSettings())[0]
 
 
 def same_base(recorded: str, current: str) -> bool:

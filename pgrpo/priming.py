@@ -105,14 +105,23 @@ def primed_key(base_id: str, settings: PrimeSettings, corpus: list[Example]) -> 
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def primed_target(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),
+                  out: Path | None = None) -> tuple[Path, str]:
+    """Where the primed base lives (cached under `<cache>/primed/` unless `out` is given) and its key, built or
+    not: what names a base (its model_id, a sweep's check of its cells' bases) must not build ~1.6 GB of it
+    in the asking process."""
+    tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
+    key = primed_key(base_id, settings, priming_corpus(tokenizer, settings))
+    return out or cache_dir() / "primed" / f"{base_path.name}-{key}", key
+
+
 def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),
                       out: Path | None = None) -> Path:
-    """The primed base's checkpoint directory, built first if it is not there (cached under
-    `<cache>/primed/` unless `out` is given); a build killed after a save resumes from it."""
+    """The primed base's checkpoint directory (primed_target), built first if it is not there; a build killed
+    after a save resumes from it."""
     tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
     corpus = priming_corpus(tokenizer, settings)
-    key = primed_key(base_id, settings, corpus)
-    target = out or cache_dir() / "primed" / f"{base_path.name}-{key}"
+    target, key = primed_target(base_path, base_id, settings, out)
     with one_build_at_a_time(target):
         if built(target, key):
             announce_cached("primed base", target)

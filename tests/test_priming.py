@@ -155,6 +155,25 @@ def test_a_config_names_the_default_priming_of_a_model_by_its_name_and_plus_prim
     assert tokenizer.padding_side == "left" and not any(p.requires_grad for p in model.parameters())
 
 
+def test_naming_a_primed_base_or_checking_a_sweeps_cells_against_it_builds_nothing(base, monkeypatch, tmp_path):
+    """A sweep checks its kept cells' bases before any cell runs: building ~1.6 GB of a primed base there held
+    5.8 GB in the sweep's own process for the rest of the sweep, beside every cell's."""
+    import pgrpo.models as models
+    from pgrpo.commands.sweep import refuse_another_cached_base
+
+    unbuilt = dataclasses.replace(TINY, seed=TINY.seed + 7)  # settings no other test builds
+    monkeypatch.setattr(models, "PrimeSettings", lambda: unbuilt)
+    target, _ = priming.primed_target(*base, unbuilt)
+    named = model_id("embedded+primed")
+    assert named == f"embedded+primed@{target.name}" and models.cached_digest("embedded+primed") is None
+    cell = tmp_path / "results" / "demo" / "vanilla" / "seed0"
+    cell.mkdir(parents=True)
+    (cell / "base.json").write_text(json.dumps({"model": "embedded+primed", "model_id": named, "digest": "aa" * 32}))
+    refuse_another_cached_base(cell.parent.parent)  # not in the cache: nothing to compare, nothing built
+    assert not target.exists()
+    assert resolve_model_path("embedded+primed") == target and model_id("embedded+primed") == named
+
+
 def test_a_run_on_a_primed_base_records_the_sha256_of_its_files_so_other_bytes_are_told_apart(
         base, monkeypatch, tmp_path):
     """A primed base is rebuilt on each machine (it is too big to carry) and a build's last bits may depend on the
