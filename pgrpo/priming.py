@@ -111,7 +111,12 @@ def primed_target(base_path: Path, base_id: str, settings: PrimeSettings = Prime
     not: what names a base (its model_id, a sweep's check of its cells' bases) must not build ~1.6 GB of it
     in the asking process."""
     tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
-    key = primed_key(base_id, settings, priming_corpus(tokenizer, settings))
+    return _target_of(base_path, base_id, settings, priming_corpus(tokenizer, settings), out)
+
+
+def _target_of(base_path: Path, base_id: str, settings: PrimeSettings, corpus: list[Example],
+               out: Path | None) -> tuple[Path, str]:
+    key = primed_key(base_id, settings, corpus)
     return out or cache_dir() / "primed" / f"{base_path.name}-{key}", key
 
 
@@ -121,7 +126,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
     after a save resumes from it."""
     tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
     corpus = priming_corpus(tokenizer, settings)
-    target, key = primed_target(base_path, base_id, settings, out)
+    target, key = _target_of(base_path, base_id, settings, corpus, out)  # the corpus rendered once
     with one_build_at_a_time(target):
         if built(target, key):
             announce_cached("primed base", target)
