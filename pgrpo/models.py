@@ -9,6 +9,7 @@ pgrpo.gguf_model), or a hub id such as "Qwen/Qwen3-4B" that is already in the
 local Hugging Face cache. Nothing is ever downloaded.
 """
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from pgrpo.cache import files_digest
+from pgrpo.cache import files_digest, hash_file_into
 from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
 from pgrpo.priming import RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint, primed_target
@@ -77,14 +78,14 @@ def model_id(name_or_path: str) -> str:
         return f"{name_or_path}@{converted_checkpoint(name_or_path).name}"  # the file's name and bytes
     path = Path(name_or_path).expanduser()
     if path.is_dir():
-        return f"{path.resolve()}@{_directory_hash(path)}"
+        return f"{path.resolve().name}@{_directory_hash(path)}"  # by content: a copied checkpoint keeps its id
     return f"{name_or_path}@{resolve_model_path(name_or_path).name}"  # snapshot dir name = commit
 
 
 def base_record(name_or_path: str) -> dict[str, str]:
     """What a run records of its base: the name it was given, its model_id and a digest of its files (for a base
     pgrpo builds, embedded or primed, sha256 over its files: two machines that built the same recipe to different
-    bytes differ here; for a directory, its model_id's hash of the config and the weight files' sizes and times)."""
+    bytes differ here; for a directory, its model_id's hash of the config and the weight files' bytes)."""
     found = model_id(name_or_path)
     return {"model": name_or_path, "model_id": found, "digest": cached_digest(name_or_path) or found}
 
@@ -157,12 +158,19 @@ def _cached_hub_snapshot(repo_id: str) -> Path | None:
 
 
 def _directory_hash(path: Path) -> str:
-    # The config pins the architecture; weight files are identified by size and
-    # mtime rather than hashed (gigabytes for a real model), so rewriting the
-    # weights in place gives a new id.
+    # The config pins the architecture and the weights are hashed by their bytes, so a checkpoint copied to another
+    # machine or path (new modification times) keeps its id and finds its V bases, pools and kept cells, while
+    # weights rewritten in place give a new one.
     config = path / "config.json"
     digest = hashlib.sha256(config.read_bytes() if config.is_file() else b"")
     for weights in sorted([*path.glob("*.safetensors"), *path.glob("*.bin")]):
         stat = weights.stat()
-        digest.update(f"{weights.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        digest.update(f"{weights.name}:{_file_sha256(weights.resolve(), stat.st_size, stat.st_mtime_ns)}".encode())
     return digest.hexdigest()[:16]
+
+
+@functools.cache  # keyed by size and time too, so a file rewritten in place is read again; a real model's GBs once
+def _file_sha256(path: Path, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    hash_file_into(digest, path)
+    return digest.hexdigest()
