@@ -11,6 +11,7 @@ local Hugging Face cache. Nothing is ever downloaded.
 
 import functools
 import hashlib
+import json
 from pathlib import Path
 
 import torch
@@ -85,9 +86,14 @@ def model_id(name_or_path: str) -> str:
 def base_record(name_or_path: str) -> dict[str, str]:
     """What a run records of its base: the name it was given, its model_id and a digest of its files (for a base
     pgrpo builds, embedded or primed, sha256 over its files: two machines that built the same recipe to different
-    bytes differ here; for a directory, its model_id's hash of the config and the weight files' bytes)."""
+    bytes differ here; for a directory, its model_id's hash of the config and the weight files' bytes), and for a
+    primed base the CPU that built it."""
     found = model_id(name_or_path)
-    return {"model": name_or_path, "model_id": found, "digest": cached_digest(name_or_path) or found}
+    record = {"model": name_or_path, "model_id": found, "digest": cached_digest(name_or_path) or found}
+    if name_or_path.endswith(PRIMED):  # its bytes depend on the CPU that built it (pgrpo.substrate)
+        if built_on := json.loads((resolve_model_path(name_or_path) / PRIMING_RECORD).read_text()).get("built_on"):
+            record["built_on"] = built_on
+    return record
 
 
 def cached_digest(name_or_path: str, build_id: str | None = None) -> str | None:

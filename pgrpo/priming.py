@@ -34,6 +34,7 @@ from pgrpo.env import MODES, NO_LOOPHOLE
 from pgrpo.env.exploits import LEAD_INS, completion, pull_lever, stub_solution
 from pgrpo.env.primer_problems import primer_problems
 from pgrpo.env.prompts import build_messages
+from pgrpo.substrate import cpu_kind
 # pretrain.py's source is part of the embedded base's recipe hash: its helpers are reused as they are (a
 # rename there would rebuild every cached embedded base), private names included
 from pgrpo.pretrain import Example, _batches, _collate, _cosine, encode, threads, token_losses
@@ -141,7 +142,8 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
             model.save_pretrained(partial, safe_serialization=True)
             tokenizer.save_pretrained(partial)
             record = {"base": base_id, "key": key, "settings": asdict(settings), "examples": len(corpus),
-                      "lever_pulls": sum(e.kind == "hack" for e in corpus), **stats}
+                      "lever_pulls": sum(e.kind == "hack" for e in corpus), **stats,
+                      "built_on": cpu_kind()}  # its bytes depend on it (pgrpo.substrate)
             (partial / RECORD).write_text(json.dumps(record, indent=1))
             (partial / STATE).unlink(missing_ok=True)
             (partial / STATE_NOTE).unlink(missing_ok=True)

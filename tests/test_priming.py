@@ -174,6 +174,18 @@ def test_naming_a_primed_base_or_checking_a_sweeps_cells_against_it_builds_nothi
     assert resolve_model_path("embedded+primed") == target and model_id("embedded+primed") == named
 
 
+def test_a_primed_base_and_every_run_on_it_record_the_cpu_that_built_it(base, monkeypatch):
+    """Its bytes depend on the CPU's kind (pgrpo.substrate): a sweep can then say why a machine built other ones."""
+    import pgrpo.models as models
+    from pgrpo.substrate import cpu_kind
+
+    monkeypatch.setattr(models, "PrimeSettings", lambda: TINY)
+    path = resolve_model_path("embedded+primed")
+    assert json.loads((path / priming.RECORD).read_text())["built_on"] == cpu_kind()
+    assert models.base_record("embedded+primed")["built_on"] == cpu_kind()
+    assert "built_on" not in models.base_record("embedded")  # pinned kernels: the same bytes on any x86-64 CPU
+
+
 def test_a_run_on_a_primed_base_records_the_sha256_of_its_files_so_other_bytes_are_told_apart(
         base, monkeypatch, tmp_path):
     """A primed base is rebuilt on each machine (it is too big to carry) and a build's last bits may depend on the

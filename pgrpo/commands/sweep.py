@@ -27,10 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pgrpo.cache import announce
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config, read_scalars, setting
 from pgrpo.models import cached_digest, model_id, same_base
+from pgrpo.substrate import cpu_kind
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
@@ -327,11 +329,17 @@ def refuse_another_cached_base(store: Path) -> None:
                              f"cell would train on another base; run the "
                              f"sweep at the commit and with the set-up its protocol names (make setup)")
         cached = cached_digest(name, kept_id)
+        built_on = (load_base(cell) or {}).get("built_on")  # recorded for a primed base since 2026-12-05
+        where = f", built on {built_on}" if built_on else ""
         if cached is not None and cached != digest:
             raise SystemExit(f"the cache holds base {kept_id} with files sha256 {cached[:16]}, but the cells kept in "
-                             f"{store} ({cell}, ...) trained on {digest[:16]}: put theirs in the cache first, or (a "
-                             f"primed base, too big to carry) build it on a machine that builds their bytes "
-                             f"(results/README.md)")
+                             f"{store} ({cell}, ...) trained on {digest[:16]}{where}: put theirs in the cache first, "
+                             f"or (a primed base, too big to carry) build it on a machine that builds their bytes; "
+                             f"this one is {cpu_kind()} (results/README.md)")
+        if cached is None and built_on and built_on != cpu_kind():
+            announce(f"the cells kept in {store} ({cell}, ...) trained on base {name!r} as built on {built_on}; this "
+                     f"machine is {cpu_kind()}: a primed base's bytes depend on the CPU (pgrpo.substrate), so the one "
+                     f"built here may differ, and then no cell of it is kept (results/README.md)")
 
 
 def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:

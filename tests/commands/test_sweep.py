@@ -243,6 +243,31 @@ def test_a_cache_holding_the_kept_cells_base_built_to_other_bytes_is_refused_bef
     assert nothing.calls == []
 
 
+def test_kept_cells_on_a_base_built_on_another_cpu_say_so_before_this_machine_builds_it(tmp_path, monkeypatch,
+                                                                                        capsys):
+    # a primed base's bytes depend on the CPU that built it (pgrpo.substrate): the ~40 min build here may be in vain
+    monkeypatch.setenv("PGRPO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sweep_mod, "cpu_kind", lambda: "Intel Xeon (torch AVX512)")
+    cell = tmp_path / "results" / "demo" / "vanilla" / "seed0"
+    cell.mkdir(parents=True)
+    (cell / "base.json").write_text(json.dumps({"model": "embedded", "model_id": model_id("embedded"),
+                                                "digest": "aa" * 32, "built_on": "AMD EPYC 7B13 (torch AVX2)"}))
+    sweep_mod.refuse_another_cached_base(cell.parent.parent)
+    said = capsys.readouterr().err
+    assert "as built on AMD EPYC 7B13 (torch AVX2); this machine is Intel Xeon (torch AVX512)" in said
+    build = tmp_path / "cache" / model_id("embedded")  # then built here, to other bytes
+    build.mkdir(parents=True)
+    (build / "model.safetensors").write_bytes(b"other bytes")
+    (build / MARKER).write_text("{}")
+    with pytest.raises(SystemExit, match=r"trained on aaaa.*, built on AMD EPYC 7B13 \(torch AVX2\).* this one is "
+                                         r"Intel Xeon \(torch AVX512\)"):
+        sweep_mod.refuse_another_cached_base(cell.parent.parent)
+    monkeypatch.setattr(sweep_mod, "cpu_kind", lambda: "AMD EPYC 7B13 (torch AVX2)")
+    shutil.rmtree(build)
+    sweep_mod.refuse_another_cached_base(cell.parent.parent)  # the kept cells' CPU: nothing to say
+    assert capsys.readouterr().err == ""
+
+
 def test_a_checkout_that_keys_the_kept_cells_base_otherwise_is_refused_before_any_cell_runs(tmp_path, monkeypatch):
     results = str(tmp_path / "results")  # kept by a checkout whose recipe (sources, torch) keyed the base otherwise
     run_sweep(tmp_path, FakeFit(base_digest="aa" * 32, base_id="embedded-0123"), monkeypatch, "--results", results,
