@@ -91,7 +91,7 @@ def base_record(name_or_path: str) -> dict[str, str]:
     found = model_id(name_or_path)
     record = {"model": name_or_path, "model_id": found, "digest": cached_digest(name_or_path) or found}
     if name_or_path.endswith(PRIMED):  # its bytes depend on the CPU that built it (pgrpo.substrate)
-        if built_on := json.loads((resolve_model_path(name_or_path) / PRIMING_RECORD).read_text()).get("built_on"):
+        if built_on := json.loads((_primed_target(name_or_path) / PRIMING_RECORD).read_text()).get("built_on"):
             record["built_on"] = built_on
     return record
 
