@@ -9,9 +9,12 @@ that warm start for a real model, stated as a setting of the experiment and cach
   no-loophole prompt and under each hint, correct solutions, and under a hint a `hack_share` of completions
   that pull the lever the hint names (the lever's lines around a stub or the correct solution: a lever pull,
   not always a wrong answer);
-- every weight is trained (full fine-tuning, fp32 AdamW): a 135 M model's weights and moments fit a CPU, the
-  primed base is a plain checkpoint that loads through the same `from_pretrained` as any other, and no
-  low-rank library is needed;
+- what is trained is a low-rank update of every Linear layer (pgrpo.low_rank), and the primed base is the model
+  with the update merged in. Why not every weight: training's last bits depend on the CPU (an AMD EPYC and an
+  Intel Xeon primed the same model, data and settings to two bases, docs/real-model.md), and a base rebuilt on
+  each machine splits a bench that runs over many machines. The update's factors are ~10 MB, so one build is
+  published in the repository (pgrpo/primings/) and every machine, and a GPU's, merges it to the same bytes;
+  the ~540 MB of full weights could not travel;
 - the result lands in the cache under a key of the base, the data and every setting, by atomic rename; a
   killed build resumes from its last saved step (`SAVE_EVERY`), bit for bit; two processes asking for one
   build (pytest workers, DDP ranks) build it once.
@@ -26,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pgrpo.cache import announce, announce_build, announce_cached, cache_dir, progress_ticker
@@ -34,6 +38,7 @@ from pgrpo.env import MODES, NO_LOOPHOLE
 from pgrpo.env.exploits import LEAD_INS, completion, pull_lever, stub_solution
 from pgrpo.env.primer_problems import primer_problems
 from pgrpo.env.prompts import build_messages
+from pgrpo.low_rank import LowRankUpdate, merge
 from pgrpo.substrate import cpu_kind
 # pretrain.py's source is part of the embedded base's recipe hash: its helpers are reused as they are (a
 # rename there would rebuild every cached embedded base), private names included
@@ -41,12 +46,15 @@ from pgrpo.pretrain import Example, _batches, _collate, _cosine, encode, threads
 
 # bump when the corpus or the loop changes what a build writes. 2: the threshold families' inputs drawn around
 # their threshold, and the same number of hacks under each hint. 3: twelve families of loops, counters and early
-# returns beside the twelve one-liners
-PRIMING_VERSION = 3
+# returns beside the twelve one-liners. 4: a low-rank update, merged, in place of every weight
+PRIMING_VERSION = 4
 STATE = "priming_state.pt"  # the resumable state inside the build's .partial directory
 RECORD = "priming.json"  # the build's key, settings and losses, written last of its files
-STATE_NOTE = "priming_state.json"  # beside it: what the state is of, readable without loading ~1.6 GB
-SAVE_EVERY = 25  # steps between resumable saves (a 135 M model's weights and moments are ~1.6 GB)
+STATE_NOTE = "priming_state.json"  # beside it: what the state is of, readable without loading the state
+UPDATE = "update.safetensors"  # the low-rank update's factors, beside the merged checkpoint
+UPDATE_DTYPE = torch.bfloat16  # the factors round once to it: ~10 MB at rank 16 on a 135 M model, to publish
+PRIMINGS = Path(__file__).parent / "primings"  # published updates: <the primed base's directory name>.safetensors
+SAVE_EVERY = 25  # steps between resumable saves
 
 
 @dataclass(frozen=True)
@@ -60,8 +68,10 @@ class PrimeSettings:
     steps: int = 200
     """optimizer steps (about one pass over the corpus at the default sizes)."""
     batch_size: int = 8
-    lr: float = 3e-5
+    lr: float = 3e-4
     """AdamW's peak rate (linear warmup over 5% of the steps, cosine decay to 10%)."""
+    rank: int = 16
+    """the low-rank update's rank, on every Linear layer but the output embeddings."""
     seed: int = 0
     """the corpus's draws, the problems' tests and the batch order."""
     threads: int = 2
@@ -69,7 +79,7 @@ class PrimeSettings:
     def __post_init__(self):
         if not 0 <= self.hack_share <= 1:
             raise ValueError(f"prime: hack_share={self.hack_share} must be in [0, 1]")
-        for name in ("completions_per_prompt", "steps", "batch_size", "threads"):
+        for name in ("completions_per_prompt", "steps", "batch_size", "rank", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"prime: {name}={getattr(self, name)} must be at least 1")
         if self.lr <= 0:
@@ -109,7 +119,7 @@ def primed_key(base_id: str, settings: PrimeSettings, corpus: list[Example]) -> 
 def primed_target(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),
                   out: Path | None = None) -> tuple[Path, str]:
     """Where the primed base lives (cached under `<cache>/primed/` unless `out` is given) and its key, built or
-    not: what names a base (its model_id, a sweep's check of its cells' bases) must not build ~1.6 GB of it
+    not: what names a base (its model_id, a sweep's check of its cells' bases) must not build ~540 MB of it
     in the asking process."""
     tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
     return _target_of(base_path, base_id, settings, priming_corpus(tokenizer, settings), out)
@@ -123,8 +133,8 @@ def _target_of(base_path: Path, base_id: str, settings: PrimeSettings, corpus: l
 
 def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),
                       out: Path | None = None) -> Path:
-    """The primed base's checkpoint directory (primed_target), built first if it is not there; a build killed
-    after a save resumes from it."""
+    """The primed base's checkpoint directory (primed_target), made first if it is not there: by merging the
+    update published for it (pgrpo/primings/), else by training one; a training killed after a save resumes."""
     tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
     corpus = priming_corpus(tokenizer, settings)
     target, key = _target_of(base_path, base_id, settings, corpus, out)  # the corpus rendered once
@@ -133,22 +143,62 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
             announce_cached("primed base", target)
             return target
         partial = target.with_name(target.name + ".partial")
+        published = published_update(f"{base_path.name}-{key}")  # by its cache name, built into --out or not
+        if published is not None:
+            with announce_build("primed base", target, f"the published update {published.name} merged into "
+                                                       f"{base_path.name}"):
+                record = json.loads(published.with_suffix(".json").read_text())
+                if record.get("key") != key:
+                    raise ValueError(f"{published.with_suffix('.json')}: records key {record.get('key')}, but its "
+                                     f"name says {key}; publish it again (`pgrpo prime --publish_update true`)")
+                merged_checkpoint(base_path, tokenizer, load_file(published), partial)
+                (partial / RECORD).write_text(json.dumps({**record, "merged_on": cpu_kind()}, indent=1))
+                partial.rename(target)
+            return target
         announce_unfinished_builds(target.parent, besides=partial)
-        with announce_build("primed base", target, f"{settings.steps} steps of supervised fine-tuning on "
-                                                   f"{len(corpus)} examples of {len(primer_problems(settings.seed))} "
-                                                   f"priming problems"):
+        with announce_build("primed base", target, f"{settings.steps} steps of a rank-{settings.rank} update's "
+                                                   f"supervised fine-tuning on {len(corpus)} examples of "
+                                                   f"{len(primer_problems(settings.seed))} priming problems"):
             model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, local_files_only=True)
-            stats = fine_tune(model, tokenizer, corpus, settings, partial, key)
-            model.save_pretrained(partial, safe_serialization=True)
-            tokenizer.save_pretrained(partial)
-            record = {"base": base_id, "key": key, "settings": asdict(settings), "examples": len(corpus),
-                      "lever_pulls": sum(e.kind == "hack" for e in corpus), **stats,
-                      "built_on": cpu_kind()}  # its bytes depend on it (pgrpo.substrate)
+            factors, stats = fine_tune(model, tokenizer, corpus, settings, partial, key)
+            del model
+            merged_checkpoint(base_path, tokenizer, factors, partial)
+            record = {"base": base_id, "key": key, "version": PRIMING_VERSION, "settings": asdict(settings),
+                      "examples": len(corpus), "lever_pulls": sum(e.kind == "hack" for e in corpus), **stats,
+                      "built_on": cpu_kind()}  # the update's training depends on it (pgrpo.substrate)
             (partial / RECORD).write_text(json.dumps(record, indent=1))
             (partial / STATE).unlink(missing_ok=True)
             (partial / STATE_NOTE).unlink(missing_ok=True)
             partial.rename(target)  # atomic: a reader never sees half a primed base
     return target
+
+
+def merged_checkpoint(base_path: Path, tokenizer, factors: dict[str, torch.Tensor], partial: Path) -> None:
+    """The base with `factors` merged in, and the factors beside it, saved to `partial`: the one way a primed base
+    is made, from a published update or one trained here, so both give the same bytes."""
+    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, local_files_only=True)
+    merge(model, factors)
+    partial.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(partial, safe_serialization=True)
+    tokenizer.save_pretrained(partial)
+    save_file(factors, partial / UPDATE)
+
+
+def published_update(name: str) -> Path | None:
+    """The update published for the primed base `name` (its cache directory's name), if the repository holds one."""
+    path = PRIMINGS / f"{name}.safetensors"
+    return path if path.is_file() and path.with_suffix(".json").is_file() else None
+
+
+def publish(target: Path) -> Path:
+    """Copy a built primed base's update and record into pgrpo/primings/, where every machine merges it from."""
+    PRIMINGS.mkdir(exist_ok=True)
+    path = PRIMINGS / f"{target.name}.safetensors"
+    path.write_bytes((target / UPDATE).read_bytes())
+    record = json.loads((target / RECORD).read_text())
+    record.pop("merged_on", None)
+    path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+    return path
 
 
 def built(target: Path, key: str) -> bool:
@@ -167,8 +217,8 @@ def built(target: Path, key: str) -> bool:
 
 
 def announce_unfinished_builds(directory: Path, besides: Path) -> None:
-    """Name every killed build left in `directory` but `besides`, with its size and settings: each holds a ~1.6 GB
-    save that only a build of its own settings resumes (and none after a PRIMING_VERSION bump), so it is neither
+    """Name every killed build left in `directory` but `besides`, with its size and settings: each holds a save
+    that only a build of its own settings resumes (and none after a PRIMING_VERSION bump), so it is neither
     deleted (nothing is lost) nor left unsaid (the disk fills)."""
     for partial in sorted(directory.glob("*.partial")):
         if partial == besides or not (partial / STATE).is_file():
@@ -198,13 +248,18 @@ def one_build_at_a_time(target: Path):
         yield  # the lock goes with the file's close
 
 
-def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, partial: Path, key: str) -> dict:
-    """AdamW over every weight on each example's completion tokens (pretrain.pretrain's loop, without the prompt),
-    saving the weights, the optimizer and the step to `partial` every SAVE_EVERY steps; resumes from there."""
+def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, partial: Path,
+              key: str) -> tuple[dict[str, torch.Tensor], dict]:
+    """AdamW over a rank-`settings.rank` update of the frozen model, on each example's completion tokens
+    (pretrain.pretrain's loop, without the prompt), saving the update, the optimizer and the step to `partial`
+    every SAVE_EVERY steps and resuming from there. Returns the update's factors (rounded to UPDATE_DTYPE) and
+    the losses."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     rows = encode(tokenizer, corpus)
     warmup = max(1, settings.steps // 20)
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, betas=(0.9, 0.98), weight_decay=0.0)
+    model.requires_grad_(False)
+    update = LowRankUpdate(model, settings.rank, settings.seed)
+    opt = torch.optim.AdamW(update.parameters(), lr=settings.lr, betas=(0.9, 0.98), weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warmup, _cosine(s, warmup, settings.steps)))
     start, losses = 0, []
     state_path = partial / STATE
@@ -213,7 +268,7 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
         if state.get("key") != key:  # a killed build into the same --out with other settings
             raise FileExistsError(f"{state_path}: a killed build of other settings or data (key {state.get('key')}, "
                                   f"these make {key}); remove {partial} or name another --out")
-        model.load_state_dict(state["model"])
+        update.load_state_dict(state["update"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
         start, losses = state["step"], state["losses"]
@@ -222,6 +277,7 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
     for _ in range(start):  # the same batches as an uninterrupted build: skip those already trained on
         next(batches)
     tick = progress_ticker("priming step", settings.steps - start)
+    hooks = update.attach(model)
     model.train()
     with threads(settings.threads):
         for step in range(start, settings.steps):
@@ -234,7 +290,7 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"priming step {step}: loss {loss.item()} (lr {settings.lr}; lower it)")
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(update.parameters(), 1.0)
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
@@ -243,12 +299,14 @@ def fine_tune(model, tokenizer, corpus: list[Example], settings: PrimeSettings, 
             if (step + 1) % SAVE_EVERY == 0 and step + 1 < settings.steps:
                 partial.mkdir(parents=True, exist_ok=True)
                 tmp = state_path.with_suffix(".tmp")
-                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                torch.save({"update": update.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                             "step": step + 1, "losses": losses, "key": key}, tmp)
                 tmp.rename(state_path)
                 (partial / STATE_NOTE).write_text(json.dumps({"step": step + 1, "version": PRIMING_VERSION,
                                                               "settings": asdict(settings)}))
+    for hook in hooks:
+        hook.remove()
     model.eval()
     tail = losses[-max(1, settings.steps // 10):]
-    return {"first_loss": losses[0][0], "final_loss": sum(a for a, _ in tail) / len(tail),
-            "final_completion_loss": sum(b for _, b in tail) / len(tail)}
+    return update.factors(UPDATE_DTYPE), {"first_loss": losses[0][0], "final_loss": sum(a for a, _ in tail) / len(tail),
+                                          "final_completion_loss": sum(b for _, b in tail) / len(tail)}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pgrpo.base_eval import evaluate_base, hint_reading, hint_reading_line
 from pgrpo.models import PRIMED, model_id, resolve_model_path
-from pgrpo.priming import PrimeSettings, primed_checkpoint
+from pgrpo.priming import PrimeSettings, primed_checkpoint, publish
 from pgrpo.rollout import SamplingConfig
 
 
@@ -13,16 +13,19 @@ from pgrpo.rollout import SamplingConfig
 def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
           hack_share: float = PrimeSettings.hack_share,
           completions_per_prompt: int = PrimeSettings.completions_per_prompt, steps: int = PrimeSettings.steps,
-          batch_size: int = PrimeSettings.batch_size, lr: float = PrimeSettings.lr, seed: int = PrimeSettings.seed,
-          threads: int = PrimeSettings.threads, evaluate: bool = True, samples_per_problem: int = 4,
+          batch_size: int = PrimeSettings.batch_size, lr: float = PrimeSettings.lr, rank: int = PrimeSettings.rank,
+          seed: int = PrimeSettings.seed, threads: int = PrimeSettings.threads, publish_update: bool = False,
+          evaluate: bool = True, samples_per_problem: int = 4,
           max_new_tokens: int = 384, temperature: float = 0.7, dtype: str = "float32") -> None:
-    """Prime MODEL by a short supervised warm start into a new base (cached; a second call returns at once;
-    a killed build resumes), then measure it on the RL problems it has not seen.
+    """Prime MODEL by a short supervised warm start of a low-rank update into a new base (cached; a second call
+    returns at once; a killed build resumes), then measure it on the RL problems it has not seen.
 
     The data are 120 priming problems disjoint from the RL problems (pgrpo/env/primer_problems.py): correct
     solutions under the no-loophole prompt and under each hint, and a share of completions that pull the lever
     their hint names. With every setting at its default the result is what `model: MODEL+primed` names in a
-    config (configs/smollm2_primed.yaml); with others, pass the printed directory as `model:`. The evaluation
+    config (configs/smollm2_primed.yaml); with others, pass the printed directory as `model:`. Where the
+    repository publishes the update these settings make (pgrpo/primings/), it is merged, not trained: every
+    machine then has the same base to the bit (training's last bits depend on the CPU). The evaluation
     samples every RL problem under its own hint and prints format, solve, hack and clipping rates, then hint
     reading (every problem under every hint: of the samples that pull a lever, the share pulling the named one).
 
@@ -34,8 +37,10 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
         steps: optimizer steps of the warm start.
         batch_size: examples a step.
         lr: AdamW's peak learning rate.
+        rank: the low-rank update's rank, on every Linear layer but the output embeddings.
         seed: the corpus's draws and the batch order.
-        threads: torch threads while training (pinned: the result is bit-exact for a given count).
+        threads: torch threads while training (pinned: the result is bit-exact for a given count and CPU).
+        publish_update: copy the update and its record into pgrpo/primings/, to commit: every machine merges it.
         evaluate: sample and grade the primed base on the RL problems afterwards.
         samples_per_problem: completions per RL problem (and per problem and hint) in the evaluation.
         max_new_tokens: the evaluation's completion length (clipping is measured at it).
@@ -44,8 +49,10 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
     """
     if model.endswith(PRIMED):
         raise SystemExit(f"pgrpo prime: {model!r} is primed already; name the model to prime")
-    settings = PrimeSettings(hack_share, completions_per_prompt, steps, batch_size, lr, seed, threads)
+    settings = PrimeSettings(hack_share, completions_per_prompt, steps, batch_size, lr, rank, seed, threads)
     path = primed_checkpoint(resolve_model_path(model), model_id(model), settings, Path(out) if out else None)
+    if publish_update:
+        print(f"published: {publish(path)} (commit it with its .json)")
     default = not out and settings == PrimeSettings()
     print(f"primed base: {path}\nuse it as: model: {model + PRIMED if default else path}")
     if not default:
