@@ -143,7 +143,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
             announce_cached("primed base", target)
             return target
         partial = target.with_name(target.name + ".partial")
-        published = published_update(f"{base_path.name}-{key}")  # by its cache name, built into --out or not
+        published = published_update(base_path, key)
         if published is not None:
             with announce_build("primed base", target, f"the published update {published.name} merged into "
                                                        f"{base_path.name}"):
@@ -184,19 +184,24 @@ def merged_checkpoint(base_path: Path, tokenizer, factors: dict[str, torch.Tenso
     save_file(factors, partial / UPDATE)
 
 
-def published_update(name: str) -> Path | None:
-    """The update published for the primed base `name` (its cache directory's name), if the repository holds one."""
-    path = PRIMINGS / f"{name}.safetensors"
+def publication(base_path: Path, key: str) -> Path:
+    """Where the update of `base_path`'s priming `key` is published: named as its cache directory, wherever built."""
+    return PRIMINGS / f"{base_path.name}-{key}.safetensors"
+
+
+def published_update(base_path: Path, key: str) -> Path | None:
+    """The update published for this priming, if the repository holds one (with its record)."""
+    path = publication(base_path, key)
     return path if path.is_file() and path.with_suffix(".json").is_file() else None
 
 
-def publish(target: Path) -> Path:
+def publish(target: Path, base_path: Path) -> Path:
     """Copy a built primed base's update and record into pgrpo/primings/, where every machine merges it from."""
-    PRIMINGS.mkdir(exist_ok=True)
-    path = PRIMINGS / f"{target.name}.safetensors"
-    path.write_bytes((target / UPDATE).read_bytes())
     record = json.loads((target / RECORD).read_text())
     record.pop("merged_on", None)
+    path = publication(base_path, record["key"])
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes((target / UPDATE).read_bytes())
     path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
     return path
 

@@ -145,6 +145,36 @@ def test_the_command_primes_and_names_what_a_config_should_load(tmp_path, capsys
         main(["prime", "--model", "embedded+primed"])
 
 
+def test_a_published_update_is_merged_not_trained_to_the_bytes_of_the_build_that_published_it(
+        base, monkeypatch, tmp_path, capsys):
+    """Training's last bits depend on the CPU, merging's do not: every machine merges the published update."""
+    from pgrpo.cache import files_digest
+
+    monkeypatch.setattr(priming, "PRIMINGS", tmp_path / "primings")
+    args = ["prime", "--model", "embedded", "--steps", "2", "--batch_size", "2", "--completions_per_prompt", "1",
+            "--threads", "1", "--evaluate", "false"]
+    main([*args, "--out", str(tmp_path / "trained"), "--publish_update", "true"])
+    (published,) = (tmp_path / "primings").glob("*.safetensors")
+    key = json.loads((tmp_path / "trained" / priming.RECORD).read_text())["key"]
+    assert published.name == f"{base[0].name}-{key}.safetensors"  # its cache name, though built into --out
+    assert published.with_suffix(".json").is_file() and f"published: {published}" in capsys.readouterr().out
+
+    def trains(*_, **__):
+        raise AssertionError("trained, with the update published")
+
+    monkeypatch.setattr(priming, "fine_tune", trains)
+    main([*args, "--out", str(tmp_path / "merged")])
+    digest = files_digest(tmp_path / "trained", besides=(priming.RECORD,))
+    assert files_digest(tmp_path / "merged", besides=(priming.RECORD,)) == digest
+    assert "merged_on" in json.loads((tmp_path / "merged" / priming.RECORD).read_text())
+
+    record = published.with_suffix(".json")
+    record.write_text(json.dumps({**json.loads(record.read_text()), "key": "0" * 16}))
+    with pytest.raises(ValueError, match=f"{record}: records key 0{{16}}, but its name says {key}"):
+        main([*args, "--out", str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+
+
 def test_a_config_names_the_default_priming_of_a_model_by_its_name_and_plus_primed(base, monkeypatch):
     import pgrpo.models as models
 
@@ -188,15 +218,15 @@ def test_a_primed_base_and_every_run_on_it_record_the_cpu_that_built_it(base, mo
 
 def test_a_run_on_a_primed_base_records_the_sha256_of_its_files_so_other_bytes_are_told_apart(
         base, monkeypatch, tmp_path):
-    """A primed base is rebuilt on each machine (it is too big to carry) and a build's last bits may depend on the
-    machine: a run records its files' digest, not its key, and a sweep refuses to pool another machine's bytes."""
+    """A primed base is made on each machine (merged from its published update, or trained where none is): a run
+    records its files' digest, not its key, and a sweep refuses to pool other bytes under one name."""
     import pgrpo.models as models
     from pgrpo.cache import files_digest
     from pgrpo.commands.sweep import refuse_another_cached_base
 
     monkeypatch.setattr(models, "PrimeSettings", lambda: TINY)
+    path = resolve_model_path("embedded+primed")  # built first: a run records the base it loaded
     record = models.base_record("embedded+primed")
-    path = resolve_model_path("embedded+primed")
     assert record["digest"] == files_digest(path, besides=(priming.RECORD,)) != record["model_id"]
     copy = tmp_path / "copy"
     shutil.copytree(path, copy)

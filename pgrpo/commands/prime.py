@@ -50,9 +50,10 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
     if model.endswith(PRIMED):
         raise SystemExit(f"pgrpo prime: {model!r} is primed already; name the model to prime")
     settings = PrimeSettings(hack_share, completions_per_prompt, steps, batch_size, lr, rank, seed, threads)
-    path = primed_checkpoint(resolve_model_path(model), model_id(model), settings, Path(out) if out else None)
+    base_path = resolve_model_path(model)
+    path = primed_checkpoint(base_path, model_id(model), settings, Path(out) if out else None)
     if publish_update:
-        print(f"published: {publish(path)} (commit it with its .json)")
+        print(f"published: {publish(path, base_path)} (commit it with its .json)")
     default = not out and settings == PrimeSettings()
     print(f"primed base: {path}\nuse it as: model: {model + PRIMED if default else path}")
     if not default:
