@@ -21,7 +21,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from pgrpo.cache import files_digest, hash_file_into
 from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
-from pgrpo.priming import RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint, primed_target
+from pgrpo.priming import (RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint, primed_target,
+                           published_update)
 
 EMBEDDED = "embedded"
 # `<model>+primed`: the model after `pgrpo prime`'s default warm start (pgrpo.priming), built once, cached
@@ -112,6 +113,14 @@ def _primed_target(name_or_path: str) -> Path:
     """Where `<model>+primed`'s default priming lives, built or not (priming.primed_target)."""
     base = name_or_path.removesuffix(PRIMED)
     return primed_target(resolve_model_path(base), model_id(base), PrimeSettings())[0]
+
+
+def merges_published_update(name_or_path: str) -> bool:
+    """Whether `<model>+primed`'s default priming is made by merging the update the repository publishes for it
+    (pgrpo/primings/): then its bytes are the same on every CPU, wherever the update was trained."""
+    base = name_or_path.removesuffix(PRIMED)
+    base_path = resolve_model_path(base)
+    return published_update(base_path, primed_target(base_path, model_id(base), PrimeSettings())[1]) is not None
 
 
 def same_base(recorded: str, current: str) -> bool:

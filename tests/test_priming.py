@@ -204,6 +204,31 @@ def test_naming_a_primed_base_or_checking_a_sweeps_cells_against_it_builds_nothi
     assert resolve_model_path("embedded+primed") == target and model_id("embedded+primed") == named
 
 
+def test_a_sweep_warns_of_another_cpu_only_where_the_primed_base_is_trained_here_not_merged(
+        base, monkeypatch, tmp_path, capsys):
+    """Training a primed base depends on the CPU; merging the update the repository publishes for it does not."""
+    import pgrpo.models as models
+    from pgrpo.commands.sweep import refuse_another_cached_base
+
+    unbuilt = dataclasses.replace(TINY, seed=TINY.seed + 8)  # settings no other test builds
+    monkeypatch.setattr(models, "PrimeSettings", lambda: unbuilt)
+    monkeypatch.setattr(priming, "PRIMINGS", tmp_path / "primings")
+    cell = tmp_path / "results" / "demo" / "vanilla" / "seed0"
+    cell.mkdir(parents=True)
+    (cell / "base.json").write_text(json.dumps({"model": "embedded+primed", "model_id": model_id("embedded+primed"),
+                                                "digest": "aa" * 32, "built_on": "another CPU"}))
+    refuse_another_cached_base(cell.parent.parent)
+    assert "trained on base 'embedded+primed' as built on another CPU" in capsys.readouterr().err
+
+    _, key = priming.primed_target(*base, unbuilt)
+    published = priming.publication(base[0], key)
+    published.parent.mkdir()
+    published.write_bytes(b"")
+    published.with_suffix(".json").write_text("{}")
+    refuse_another_cached_base(cell.parent.parent)
+    assert "built on" not in capsys.readouterr().err
+
+
 def test_a_primed_base_and_every_run_on_it_record_the_cpu_that_built_it(base, monkeypatch):
     """Its bytes depend on the CPU's kind (pgrpo.substrate): a sweep can then say why a machine built other ones."""
     import pgrpo.models as models

@@ -31,7 +31,7 @@ from pgrpo.cache import announce
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config, read_scalars, setting
-from pgrpo.models import cached_digest, model_id, same_base
+from pgrpo.models import cached_digest, merges_published_update, model_id, same_base
 from pgrpo.substrate import cpu_kind
 
 CELL_FILE = "cell.json"
@@ -333,10 +333,10 @@ def refuse_another_cached_base(store: Path) -> None:
         where = f", built on {built_on}" if built_on else ""
         if cached is not None and cached != digest:
             raise SystemExit(f"the cache holds base {kept_id} with files sha256 {cached[:16]}, but the cells kept in "
-                             f"{store} ({cell}, ...) trained on {digest[:16]}{where}: put theirs in the cache first, "
-                             f"or (a primed base, too big to carry) build it on a machine that builds their bytes; "
-                             f"this one is {cpu_kind()} (results/README.md)")
-        if cached is None and built_on and built_on != cpu_kind():
+                             f"{store} ({cell}, ...) trained on {digest[:16]}{where}: put theirs in the cache first "
+                             f"(a primed base: merged from the update published for it, pgrpo/primings/, or trained on "
+                             f"a CPU that trains their bytes; this one is {cpu_kind()}; results/README.md)")
+        if cached is None and built_on and built_on != cpu_kind() and not merges_published_update(name):
             announce(f"the cells kept in {store} ({cell}, ...) trained on base {name!r} as built on {built_on}; this "
                      f"machine is {cpu_kind()}: a primed base's bytes depend on the CPU (pgrpo.substrate), so the one "
                      f"built here may differ, and then no cell of it is kept (results/README.md)")
