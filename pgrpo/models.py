@@ -118,6 +118,8 @@ def _primed_target(name_or_path: str) -> Path:
 def merges_published_update(name_or_path: str) -> bool:
     """Whether `<model>+primed`'s default priming is made by merging the update the repository publishes for it
     (pgrpo/primings/): then its bytes are the same on every CPU, wherever the update was trained."""
+    if not name_or_path.endswith(PRIMED):
+        return False
     base = name_or_path.removesuffix(PRIMED)
     base_path = resolve_model_path(base)
     return published_update(base_path, primed_target(base_path, model_id(base), PrimeSettings())[1]) is not None
