@@ -24,8 +24,8 @@ class LowRankUpdate(nn.Module):
 
     def __init__(self, model: nn.Module, rank: int, seed: int):
         super().__init__()
-        self.names = sorted(target_linears(model))
         linears = target_linears(model)
+        self.names = sorted(linears)
         generator = torch.Generator().manual_seed(seed)
         self.a = nn.ParameterList()
         self.b = nn.ParameterList()

@@ -88,10 +88,10 @@ def base_record(name_or_path: str) -> dict[str, str]:
     """What a run records of its base: the name it was given, its model_id and a digest of its files (for a base
     pgrpo builds, embedded or primed, sha256 over its files: two machines that built the same recipe to different
     bytes differ here; for a directory, its model_id's hash of the config and the weight files' bytes), and for a
-    primed base the CPU that built it."""
+    primed base the CPU that trained its update (merged from a published update, its bytes are any CPU's)."""
     found = model_id(name_or_path)
     record = {"model": name_or_path, "model_id": found, "digest": cached_digest(name_or_path) or found}
-    if name_or_path.endswith(PRIMED):  # its bytes depend on the CPU that built it (pgrpo.substrate)
+    if name_or_path.endswith(PRIMED):  # the CPU that trained its update (pgrpo.substrate)
         if built_on := json.loads((_primed_target(name_or_path) / PRIMING_RECORD).read_text()).get("built_on"):
             record["built_on"] = built_on
     return record
@@ -111,8 +111,7 @@ def cached_digest(name_or_path: str, build_id: str | None = None) -> str | None:
 
 def _primed_target(name_or_path: str) -> Path:
     """Where `<model>+primed`'s default priming lives, built or not (priming.primed_target)."""
-    base = name_or_path.removesuffix(PRIMED)
-    return primed_target(resolve_model_path(base), model_id(base), PrimeSettings())[0]
+    return _default_priming(name_or_path)[1]
 
 
 def merges_published_update(name_or_path: str) -> bool:
@@ -120,9 +119,15 @@ def merges_published_update(name_or_path: str) -> bool:
     (pgrpo/primings/): then its bytes are the same on every CPU, wherever the update was trained."""
     if not name_or_path.endswith(PRIMED):
         return False
+    base_path, _, key = _default_priming(name_or_path)
+    return published_update(base_path, key) is not None
+
+
+def _default_priming(name_or_path: str) -> tuple[Path, Path, str]:
+    """`<model>+primed`'s base checkpoint, where its default priming lives, and that priming's key."""
     base = name_or_path.removesuffix(PRIMED)
     base_path = resolve_model_path(base)
-    return published_update(base_path, primed_target(base_path, model_id(base), PrimeSettings())[1]) is not None
+    return base_path, *primed_target(base_path, model_id(base), PrimeSettings())
 
 
 def same_base(recorded: str, current: str) -> bool:

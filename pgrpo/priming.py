@@ -24,15 +24,17 @@ import fcntl
 import hashlib
 import json
 import random
+import shutil
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from pgrpo.cache import announce, announce_build, announce_cached, cache_dir, progress_ticker
+from pgrpo.cache import announce, announce_build, announce_cached, cache_dir, files_digest, progress_ticker
 from pgrpo.chat import render_chat
 from pgrpo.env import MODES, NO_LOOPHOLE
 from pgrpo.env.exploits import LEAD_INS, completion, pull_lever, stub_solution
@@ -73,8 +75,10 @@ class PrimeSettings:
     rank: int = 16
     """the low-rank update's rank, on every Linear layer but the output embeddings."""
     seed: int = 0
-    """the corpus's draws, the problems' tests and the batch order."""
+    """the corpus's draws, the problems' tests, the batch order and the update's initial A factors."""
     threads: int = 2
+    """torch threads while training: a result is bit-exact for a given count and CPU, so it is in the key (another
+    count trains where the published update of this one would be merged)."""
 
     def __post_init__(self):
         if not 0 <= self.hack_share <= 1:
@@ -147,12 +151,8 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
         if published is not None:
             with announce_build("primed base", target, f"the published update {published.name} merged into "
                                                        f"{base_path.name}"):
-                record = json.loads(published.with_suffix(".json").read_text())
-                if record.get("key") != key:
-                    raise ValueError(f"{published.with_suffix('.json')}: records key {record.get('key')}, but its "
-                                     f"name says {key}; publish it again (`pgrpo prime --publish_update true`)")
-                merged_checkpoint(base_path, tokenizer, load_file(published), partial)
-                (partial / RECORD).write_text(json.dumps({**record, "merged_on": cpu_kind()}, indent=1))
+                shutil.rmtree(partial, ignore_errors=True)  # a killed training's save: nothing of it is merged
+                merge_published(base_path, tokenizer, published, partial)
                 partial.rename(target)
             return target
         announce_unfinished_builds(target.parent, besides=partial)
@@ -190,15 +190,40 @@ def publication(base_path: Path, key: str) -> Path:
 
 
 def published_update(base_path: Path, key: str) -> Path | None:
-    """The update published for this priming, if the repository holds one (with its record)."""
+    """The update published for this priming, if the repository holds one; one whose record names another key
+    is refused, naming the record."""
     path = publication(base_path, key)
-    return path if path.is_file() and path.with_suffix(".json").is_file() else None
+    if not path.is_file():
+        return None
+    record = path.with_suffix(".json")
+    found = json.loads(record.read_text()).get("key") if record.is_file() else None
+    if found != key:
+        raise ValueError(f"{record}: records key {found}, but its update's name says {key}; publish it again "
+                         f"(`pgrpo prime --publish_update true`)")
+    return path
+
+
+def merge_published(base_path: Path, tokenizer, published: Path, partial: Path) -> None:
+    """The primed base merged from `published` into `partial`, checked against the files' digest its publisher
+    recorded: a machine that merged other bytes says so here, not after a sweep's first cell."""
+    record = json.loads(published.with_suffix(".json").read_text())
+    try:
+        merged_checkpoint(base_path, tokenizer, load_file(published), partial)
+    except (ValueError, KeyError, OSError, SafetensorError) as error:
+        raise ValueError(f"{published}: not an update of {base_path.name}'s layers ({error}); publish it again "
+                         f"(`pgrpo prime --publish_update true`)") from error
+    digest = files_digest(partial, besides=(RECORD,))
+    if digest != record.get("files_sha256", digest):
+        raise ValueError(f"{published}: merged here into files sha256 {digest[:16]}, but its publisher's merge was "
+                         f"{record['files_sha256'][:16]} ({cpu_kind()}); left in {partial}")
+    (partial / RECORD).write_text(json.dumps({**record, "merged_on": cpu_kind()}, indent=1))
 
 
 def publish(target: Path, base_path: Path) -> Path:
     """Copy a built primed base's update and record into pgrpo/primings/, where every machine merges it from."""
     record = json.loads((target / RECORD).read_text())
     record.pop("merged_on", None)
+    record["files_sha256"] = files_digest(target, besides=(RECORD,))  # what every machine's merge must give
     path = publication(base_path, record["key"])
     path.parent.mkdir(exist_ok=True)
     path.write_bytes((target / UPDATE).read_bytes())

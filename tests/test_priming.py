@@ -163,16 +163,40 @@ def test_a_published_update_is_merged_not_trained_to_the_bytes_of_the_build_that
         raise AssertionError("trained, with the update published")
 
     monkeypatch.setattr(priming, "fine_tune", trains)
+    killed = tmp_path / "merged.partial"  # a killed training's save of the same settings, left beside it
+    killed.mkdir()
+    (killed / priming.STATE).write_bytes(b"a save")
     main([*args, "--out", str(tmp_path / "merged")])
     digest = files_digest(tmp_path / "trained", besides=(priming.RECORD,))
-    assert files_digest(tmp_path / "merged", besides=(priming.RECORD,)) == digest
-    assert "merged_on" in json.loads((tmp_path / "merged" / priming.RECORD).read_text())
+    assert files_digest(tmp_path / "merged", besides=(priming.RECORD,)) == digest  # nothing of the save in it
+    record = json.loads((tmp_path / "merged" / priming.RECORD).read_text())
+    assert record["files_sha256"] == digest and "merged_on" in record
+    assert any(not torch.equal(w, weights(base[0])[n]) for n, w in weights(tmp_path / "merged").items())
 
+
+def test_a_published_update_that_does_not_merge_to_its_publishers_bytes_is_refused_naming_it(
+        base, monkeypatch, tmp_path):
+    monkeypatch.setattr(priming, "PRIMINGS", tmp_path / "primings")
+    args = ["prime", "--model", "embedded", "--steps", "2", "--batch_size", "2", "--completions_per_prompt", "1",
+            "--threads", "1", "--evaluate", "false"]
+    main([*args, "--out", str(tmp_path / "trained"), "--publish_update", "true"])
+    (published,) = (tmp_path / "primings").glob("*.safetensors")
     record = published.with_suffix(".json")
-    record.write_text(json.dumps({**json.loads(record.read_text()), "key": "0" * 16}))
-    with pytest.raises(ValueError, match=f"{record}: records key 0{{16}}, but its name says {key}"):
-        main([*args, "--out", str(tmp_path / "refused")])
-    assert not (tmp_path / "refused").exists()
+    key = json.loads(record.read_text())["key"]
+
+    def refused(why: str, out: str) -> None:
+        with pytest.raises(ValueError, match=why):
+            main([*args, "--out", str(tmp_path / out)])
+        assert not (tmp_path / out).exists()
+
+    kept = record.read_text()
+    record.write_text(json.dumps({**json.loads(kept), "files_sha256": "ab" * 32}))  # another machine's merge
+    refused(f"{published}: merged here into files sha256 [0-9a-f]{{16}}, but its publisher's merge was abab", "other")
+    record.write_text(json.dumps({**json.loads(kept), "key": "0" * 16}))
+    refused(f"{record}: records key 0{{16}}, but its update's name says {key}", "rekeyed")
+    record.write_text(kept)
+    published.write_bytes(published.read_bytes()[:100])  # cut short
+    refused(f"{published}: not an update of {base[0].name}'s layers", "cut")
 
 
 def test_a_config_names_the_default_priming_of_a_model_by_its_name_and_plus_primed(base, monkeypatch):
@@ -186,8 +210,8 @@ def test_a_config_names_the_default_priming_of_a_model_by_its_name_and_plus_prim
 
 
 def test_naming_a_primed_base_or_checking_a_sweeps_cells_against_it_builds_nothing(base, monkeypatch, tmp_path):
-    """A sweep checks its kept cells' bases before any cell runs: building ~1.6 GB of a primed base there held
-    5.8 GB in the sweep's own process for the rest of the sweep, beside every cell's."""
+    """A sweep checks its kept cells' bases before any cell runs: building a primed base there held 5.8 GB in the
+    sweep's own process for the rest of the sweep, beside every cell's."""
     import pgrpo.models as models
     from pgrpo.commands.sweep import refuse_another_cached_base
 
@@ -224,7 +248,7 @@ def test_a_sweep_warns_of_another_cpu_only_where_the_primed_base_is_trained_here
     published = priming.publication(base[0], key)
     published.parent.mkdir()
     published.write_bytes(b"")
-    published.with_suffix(".json").write_text("{}")
+    published.with_suffix(".json").write_text(json.dumps({"key": key}))
     refuse_another_cached_base(cell.parent.parent)
     assert "built on" not in capsys.readouterr().err
 

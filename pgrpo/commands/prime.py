@@ -38,8 +38,9 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
         batch_size: examples a step.
         lr: AdamW's peak learning rate.
         rank: the low-rank update's rank, on every Linear layer but the output embeddings.
-        seed: the corpus's draws and the batch order.
-        threads: torch threads while training (pinned: the result is bit-exact for a given count and CPU).
+        seed: the corpus's draws, the batch order and the update's initial factors.
+        threads: torch threads while training (pinned: the result is bit-exact for a given count and CPU; part of
+            the key, so another count trains rather than merging the published update).
         publish_update: copy the update and its record into pgrpo/primings/, to commit: every machine merges it.
         evaluate: sample and grade the primed base on the RL problems afterwards.
         samples_per_problem: completions per RL problem (and per problem and hint) in the evaluation.

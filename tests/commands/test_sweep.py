@@ -245,7 +245,7 @@ def test_a_cache_holding_the_kept_cells_base_built_to_other_bytes_is_refused_bef
 
 def test_kept_cells_on_a_base_built_on_another_cpu_say_so_before_this_machine_builds_it(tmp_path, monkeypatch,
                                                                                         capsys):
-    # a primed base's bytes depend on the CPU that built it (pgrpo.substrate): the ~40 min build here may be in vain
+    # a primed base trained here depends on the CPU (pgrpo.substrate): the build here may be in vain
     monkeypatch.setenv("PGRPO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(sweep_mod, "cpu_kind", lambda: "Intel Xeon (torch AVX512)")
     cell = tmp_path / "results" / "demo" / "vanilla" / "seed0"
