@@ -18,11 +18,12 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from pgrpo.cache import files_digest, hash_file_into
+from pgrpo.cache import announce, files_digest, hash_file_into
 from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
 from pgrpo.priming import (RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint, primed_target,
                            published_update)
+from pgrpo.substrate import cpu_kind, has_bf16_units
 
 EMBEDDED = "embedded"
 # `<model>+primed`: the model after `pgrpo prime`'s default warm start (pgrpo.priming), built once, cached
@@ -60,6 +61,8 @@ def load_model_and_tokenizer(
     """A frozen causal LM in eval mode and its tokenizer, set up for left-padded batch generation."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not supported; use one of {', '.join(DTYPES)}")
+    if dtype == "bfloat16" and torch.device(device).type == "cpu" and has_bf16_units() is False:
+        _warn_slow_bf16()
     path = resolve_model_path(name_or_path)
     tokenizer = _prepare_tokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True), name_or_path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], local_files_only=True)
@@ -68,6 +71,13 @@ def load_model_and_tokenizer(
     model.to(device).eval()
     model.requires_grad_(False)  # the adapter adds the only trainable parameters
     return model, tokenizer
+
+
+@functools.cache  # a run loads its base more than once: one warning is enough
+def _warn_slow_bf16() -> None:
+    announce(f"dtype bfloat16 on {cpu_kind()}: this CPU has no bf16 matrix instructions (avx512_bf16, amx_bf16), "
+             f"and torch's bf16 matmuls on such a CPU ran 53x slower than float32's (pgrpo.substrate); "
+             f"--model.dtype float32 runs in a fraction of the time, as another setting of the experiment")
 
 
 def model_id(name_or_path: str) -> str:

@@ -34,6 +34,25 @@ def loaded():
     return load_model_and_tokenizer("embedded")
 
 
+@pytest.mark.parametrize("flags, warned", [("fpu avx2 fma", True), ("avx2 avx512f avx512_bf16", False),
+                                           ("avx2 amx_bf16 amx_tile", False)])
+def test_bf16_weights_on_a_cpu_without_bf16_instructions_are_named_as_the_slow_choice(
+        flags, warned, tmp_path, monkeypatch, capsys):
+    """On an AMD EPYC with AVX2 a bf16 matmul took 53x float32's time: a config's bf16 cannot pass in silence."""
+    import pgrpo.models as models
+    import pgrpo.substrate as substrate
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"model name\t: Some CPU\nflags\t\t: {flags}\n")
+    monkeypatch.setattr(substrate, "CPUINFO", info)
+    models._warn_slow_bf16.cache_clear()
+    load_model_and_tokenizer("embedded", dtype="bfloat16")
+    said = capsys.readouterr().err
+    assert ("dtype bfloat16 on Some CPU" in said and "--model.dtype float32" in said) == warned
+    load_model_and_tokenizer("embedded", dtype="float32")
+    assert "bfloat16" not in capsys.readouterr().err
+
+
 def test_embedded_loads_frozen_in_eval_mode_for_left_padded_generation(loaded):
     model, tokenizer = loaded
     assert not model.training
