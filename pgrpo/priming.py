@@ -136,9 +136,10 @@ def _target_of(base_path: Path, base_id: str, settings: PrimeSettings, corpus: l
 
 
 def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),
-                      out: Path | None = None) -> Path:
+                      out: Path | None = None, retrain: bool = False) -> Path:
     """The primed base's checkpoint directory (primed_target), made first if it is not there: by merging the
-    update published for it (pgrpo/primings/), else by training one; a training killed after a save resumes."""
+    update published for it (pgrpo/primings/), else (or with `retrain`, to check or replace a published one) by
+    training one; a training killed after a save resumes."""
     tokenizer = AutoTokenizer.from_pretrained(base_path, local_files_only=True)
     corpus = priming_corpus(tokenizer, settings)
     target, key = _target_of(base_path, base_id, settings, corpus, out)  # the corpus rendered once
@@ -147,7 +148,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
             announce_cached("primed base", target)
             return target
         partial = target.with_name(target.name + ".partial")
-        published = published_update(base_path, key)
+        published = None if retrain else published_update(base_path, key)
         if published is not None:
             with announce_build("primed base", target, f"the published update {published.name} merged into "
                                                        f"{base_path.name}"):

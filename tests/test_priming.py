@@ -158,6 +158,11 @@ def test_a_published_update_is_merged_not_trained_to_the_bytes_of_the_build_that
     key = json.loads((tmp_path / "trained" / priming.RECORD).read_text())["key"]
     assert published.name == f"{base[0].name}-{key}.safetensors"  # its cache name, though built into --out
     assert published.with_suffix(".json").is_file() and f"published: {published}" in capsys.readouterr().out
+    trained_in = []
+    real_fine_tune = priming.fine_tune
+    monkeypatch.setattr(priming, "fine_tune", lambda *a, **k: trained_in.append(a[4]) or real_fine_tune(*a, **k))
+    main([*args, "--out", str(tmp_path / "retrained"), "--retrain", "true"])  # to check the published one
+    assert trained_in == [tmp_path / "retrained.partial"]
 
     def trains(*_, **__):
         raise AssertionError("trained, with the update published")

@@ -14,7 +14,8 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
           hack_share: float = PrimeSettings.hack_share,
           completions_per_prompt: int = PrimeSettings.completions_per_prompt, steps: int = PrimeSettings.steps,
           batch_size: int = PrimeSettings.batch_size, lr: float = PrimeSettings.lr, rank: int = PrimeSettings.rank,
-          seed: int = PrimeSettings.seed, threads: int = PrimeSettings.threads, publish_update: bool = False,
+          seed: int = PrimeSettings.seed, threads: int = PrimeSettings.threads, retrain: bool = False,
+          publish_update: bool = False,
           evaluate: bool = True, samples_per_problem: int = 4,
           max_new_tokens: int = 384, temperature: float = 0.7, dtype: str = "float32") -> None:
     """Prime MODEL by a short supervised warm start of a low-rank update into a new base (cached; a second call
@@ -41,6 +42,8 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
         seed: the corpus's draws, the batch order and the update's initial factors.
         threads: torch threads while training (pinned: the result is bit-exact for a given count and CPU; part of
             the key, so another count trains rather than merging the published update).
+        retrain: train the update even where one is published for these settings (into --out, to check it
+            or, with --publish_update, to replace it).
         publish_update: copy the update and its record into pgrpo/primings/, to commit: every machine merges it.
         evaluate: sample and grade the primed base on the RL problems afterwards.
         samples_per_problem: completions per RL problem (and per problem and hint) in the evaluation.
@@ -52,7 +55,7 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
         raise SystemExit(f"pgrpo prime: {model!r} is primed already; name the model to prime")
     settings = PrimeSettings(hack_share, completions_per_prompt, steps, batch_size, lr, rank, seed, threads)
     base_path = resolve_model_path(model)
-    path = primed_checkpoint(base_path, model_id(model), settings, Path(out) if out else None)
+    path = primed_checkpoint(base_path, model_id(model), settings, Path(out) if out else None, retrain)
     if publish_update:
         print(f"published: {publish(path, base_path)} (commit it with its .json)")
     default = not out and settings == PrimeSettings()
