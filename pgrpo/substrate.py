@@ -18,7 +18,7 @@ BF16_FLAGS = {"avx512_bf16", "amx_bf16"}  # /proc/cpuinfo's names for bf16 matri
 
 def cpu_kind() -> str:
     """The CPU's model name and the kernels torch dispatches on it, e.g. 'AMD EPYC 7B13 (torch AVX2)'."""
-    name = _model_name() or platform.processor() or platform.machine()
+    name = _cpuinfo_field("model name") or platform.processor() or platform.machine()
     return f"{name} (torch {torch.backends.cpu.get_cpu_capability()})"
 
 
@@ -29,10 +29,6 @@ def has_bf16_units() -> bool | None:
     faster than float32 (docs/real-model.md)."""
     flags = _cpuinfo_field("flags")
     return None if flags is None else bool(set(flags.split()) & BF16_FLAGS)
-
-
-def _model_name() -> str | None:
-    return _cpuinfo_field("model name")
 
 
 def _cpuinfo_field(name: str) -> str | None:
