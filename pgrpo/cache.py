@@ -28,6 +28,23 @@ def files_digest(directory: Path, besides: tuple[str, ...] = ()) -> str:
     return digest.hexdigest()
 
 
+def weights_digest(checkpoint: Path) -> str:
+    """sha256 over the tensors of a checkpoint's model*.safetensors (name, dtype, shape, bytes, in name order): its
+    weights, whatever wrote the files. A transformers of another version writes its version into config.json and
+    may lay a file's header out otherwise; the model's numbers are these."""
+    import torch
+    from safetensors import safe_open
+
+    digest = hashlib.sha256()
+    for path in sorted(checkpoint.glob("model*.safetensors")):
+        with safe_open(path, framework="pt") as f:
+            for name in sorted(f.keys()):
+                tensor = f.get_tensor(name).contiguous()
+                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\0".encode())
+                digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def hash_file_into(digest, path: Path) -> None:
     """Feed `path`'s bytes to `digest` in 16 MiB reads (a real model's weights are GBs)."""
     with path.open("rb") as f:

@@ -34,7 +34,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from pgrpo.cache import announce, announce_build, announce_cached, cache_dir, files_digest, progress_ticker
+from pgrpo.cache import announce, announce_build, announce_cached, cache_dir, progress_ticker, weights_digest
 from pgrpo.chat import render_chat
 from pgrpo.env import MODES, NO_LOOPHOLE
 from pgrpo.env.exploits import LEAD_INS, completion, pull_lever, stub_solution
@@ -205,18 +205,22 @@ def published_update(base_path: Path, key: str) -> Path | None:
 
 
 def merge_published(base_path: Path, tokenizer, published: Path, partial: Path) -> None:
-    """The primed base merged from `published` into `partial`, checked against the files' digest its publisher
-    recorded: a machine that merged other bytes says so here, not after a sweep's first cell."""
+    """The primed base merged from `published` into `partial`, checked against the weights' digest its publisher
+    recorded: a machine that merged other bytes says so here, not after a sweep's first cell. The weights, not
+    the files: another transformers writes its version into config.json, to the same model."""
     record = json.loads(published.with_suffix(".json").read_text())
     try:
         merged_checkpoint(base_path, tokenizer, load_file(published), partial)
     except (ValueError, KeyError, OSError, SafetensorError) as error:
         raise ValueError(f"{published}: not an update of {base_path.name}'s layers ({error}); publish it again "
                          f"(`pgrpo prime --publish_update true`)") from error
-    digest = files_digest(partial, besides=(RECORD,))
-    if digest != record.get("files_sha256", digest):
-        raise ValueError(f"{published}: merged here into files sha256 {digest[:16]}, but its publisher's merge was "
-                         f"{record['files_sha256'][:16]} ({cpu_kind()}); left in {partial}")
+    if "weights_sha256" not in record:
+        raise ValueError(f"{published.with_suffix('.json')}: records no weights_sha256 to check a merge against; "
+                         f"publish it again (`pgrpo prime --publish_update true`)")
+    digest = weights_digest(partial)
+    if digest != record["weights_sha256"]:
+        raise ValueError(f"{published}: merged here into weights sha256 {digest[:16]}, but its publisher's merge was "
+                         f"{record['weights_sha256'][:16]} ({cpu_kind()}); left in {partial}")
     (partial / RECORD).write_text(json.dumps({**record, "merged_on": cpu_kind()}, indent=1))
 
 
@@ -224,7 +228,7 @@ def publish(target: Path, base_path: Path) -> Path:
     """Copy a built primed base's update and record into pgrpo/primings/, where every machine merges it from."""
     record = json.loads((target / RECORD).read_text())
     record.pop("merged_on", None)
-    record["files_sha256"] = files_digest(target, besides=(RECORD,))  # what every machine's merge must give
+    record["weights_sha256"] = weights_digest(target)  # what every machine's merge must give
     path = publication(base_path, record["key"])
     path.parent.mkdir(exist_ok=True)
     path.write_bytes((target / UPDATE).read_bytes())

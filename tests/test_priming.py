@@ -148,7 +148,7 @@ def test_the_command_primes_and_names_what_a_config_should_load(tmp_path, capsys
 def test_a_published_update_is_merged_not_trained_to_the_bytes_of_the_build_that_published_it(
         base, monkeypatch, tmp_path, capsys):
     """Training's last bits depend on the CPU, merging's do not: every machine merges the published update."""
-    from pgrpo.cache import files_digest
+    from pgrpo.cache import files_digest, weights_digest
 
     monkeypatch.setattr(priming, "PRIMINGS", tmp_path / "primings")
     args = ["prime", "--model", "embedded", "--steps", "2", "--batch_size", "2", "--completions_per_prompt", "1",
@@ -175,8 +175,30 @@ def test_a_published_update_is_merged_not_trained_to_the_bytes_of_the_build_that
     digest = files_digest(tmp_path / "trained", besides=(priming.RECORD,))
     assert files_digest(tmp_path / "merged", besides=(priming.RECORD,)) == digest  # nothing of the save in it
     record = json.loads((tmp_path / "merged" / priming.RECORD).read_text())
-    assert record["files_sha256"] == digest and "merged_on" in record
+    assert record["weights_sha256"] == weights_digest(tmp_path / "trained") and "merged_on" in record
     assert any(not torch.equal(w, weights(base[0])[n]) for n, w in weights(tmp_path / "merged").items())
+
+
+def test_a_published_update_merges_under_another_transformers_version_whose_files_differ_not_its_weights(
+        base, monkeypatch, tmp_path):
+    """A machine with its own transformers (a GPU machine's 5.17 against the pinned 5.24) writes its version into
+    config.json: its merge is the publisher's weights, and is accepted as such."""
+    import transformers.configuration_utils
+    import transformers.generation.configuration_utils
+
+    from pgrpo.cache import files_digest, weights_digest
+
+    monkeypatch.setattr(priming, "PRIMINGS", tmp_path / "primings")
+    args = ["prime", "--model", "embedded", "--steps", "2", "--batch_size", "2", "--completions_per_prompt", "1",
+            "--threads", "1", "--evaluate", "false"]
+    main([*args, "--out", str(tmp_path / "trained"), "--publish_update", "true"])
+    for module in (transformers.configuration_utils, transformers.generation.configuration_utils):
+        monkeypatch.setattr(module, "__version__", "4.0.0-another")
+    main([*args, "--out", str(tmp_path / "merged")])
+    assert "4.0.0-another" in (tmp_path / "merged" / "config.json").read_text()
+    assert files_digest(tmp_path / "merged", besides=(priming.RECORD,)) != files_digest(
+        tmp_path / "trained", besides=(priming.RECORD,))
+    assert weights_digest(tmp_path / "merged") == weights_digest(tmp_path / "trained")
 
 
 def test_a_published_update_that_does_not_merge_to_its_publishers_bytes_is_refused_naming_it(
@@ -195,8 +217,10 @@ def test_a_published_update_that_does_not_merge_to_its_publishers_bytes_is_refus
         assert not (tmp_path / out).exists()
 
     kept = record.read_text()
-    record.write_text(json.dumps({**json.loads(kept), "files_sha256": "ab" * 32}))  # another machine's merge
-    refused(f"{published}: merged here into files sha256 [0-9a-f]{{16}}, but its publisher's merge was abab", "other")
+    record.write_text(json.dumps({**json.loads(kept), "weights_sha256": "ab" * 32}))  # another machine's merge
+    refused(f"{published}: merged here into weights sha256 [0-9a-f]{{16}}, but its publisher's merge was abab", "other")
+    record.write_text(json.dumps({k: v for k, v in json.loads(kept).items() if k != "weights_sha256"}))
+    refused(f"{record}: records no weights_sha256 to check a merge against; publish it again", "unchecked")
     record.write_text(json.dumps({**json.loads(kept), "key": "0" * 16}))
     refused(f"{record}: records key 0{{16}}, but its update's name says {key}", "rekeyed")
     record.write_text(kept)
