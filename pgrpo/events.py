@@ -1,12 +1,13 @@
 """A run's numbers read back: its TensorBoard event files and the config.yaml the CLI saved beside them.
 
 Layout: every directory under a log directory that holds event files (or, in a sweep's results store, the
-scalars.json kept in their place: `keep_scalars`) is one run; its arm is its parent's
+scalars.json.gz kept in their place: `keep_scalars`) is one run; its arm is its parent's
 path relative to the log directory and its seed is its own name. The sweep writes <sweep>/<arm>/seed<k>/,
 so arms are the sweep's arms and runs of two arms with the same seed<k> are paired. Anything else there
 (checkpoints, configs, logs, PNGs, unreadable event files) is skipped.
 """
 
+import gzip
 import json
 import warnings
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 Scalars = dict[str, list[tuple[int, float]]]
 EVENTS = "events.out.tfevents.*"
-KEPT_SCALARS = "scalars.json"  # a run's scalars where its event files are not kept (pgrpo sweep --results)
+KEPT_SCALARS = "scalars.json.gz"  # a run's scalars where its event files are not kept (pgrpo sweep --results)
 HACK, SOLVE = "hack/student", "solve/student"
 
 
@@ -51,23 +52,26 @@ def read_scalars(run_dir: str | Path) -> Scalars:
 
 
 def keep_scalars(scalars: Scalars, path: Path) -> None:
-    """Write a run's scalars as text, a small fraction of its event files, to be committed with a sweep's results.
+    """Write a run's scalars as gzipped JSON, a small fraction of its event files, to be committed with a sweep's
+    results.
 
     TensorBoard holds float32 values: each is written as the shortest decimal that reads back to the same
-    float32, so a report from the kept file gives the very numbers the event files give.
+    float32, so a report from the kept file gives the very numbers the event files give. Gzipped because every
+    cell commits one (255 cells' plain JSON, 22 MB, took the working tree past the 64 MiB a GPU machine is sent),
+    with no time stamp in the header, so the same scalars give the same bytes.
     """
     # float(str(float32)): a float64 whose shortest repr is the float32's, so json writes "0.3", not 0.30000001...
     kept = {tag: [[step for step, _ in values], [float(str(np.float32(v))) for _, v in values]]
             for tag, values in sorted(scalars.items())}
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(kept, separators=(",", ":")))
+    tmp.write_bytes(gzip.compress(json.dumps(kept, separators=(",", ":")).encode(), compresslevel=9, mtime=0))
     tmp.rename(path)
 
 
 def read_kept_scalars(path: Path) -> Scalars:
     """The scalars `keep_scalars` wrote, each value the float32 TensorBoard held (as read_scalars gives it)."""
     try:
-        kept = json.loads(path.read_text())
+        kept = json.loads(gzip.decompress(path.read_bytes()))
         return {tag: [(int(step), float(np.float32(v))) for step, v in zip(steps, values)]
                 for tag, (steps, values) in kept.items()}
     except (OSError, ValueError, TypeError) as err:

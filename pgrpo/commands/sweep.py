@@ -5,7 +5,7 @@ config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments
 and status). `pgrpo report <logs>/<sweep>` reads this layout back.
 
 With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json,
-config.yaml, base.json, end_eval.json, fit.log and scalars (scalars.json, in place of the event files), about
+config.yaml, base.json, end_eval.json, fit.log and scalars (scalars.json.gz, in place of the event files), about
 70 KB, and its last.ckpt while a later stage of the plan is to go on from it, to be committed as cells land. A
 sweep that takes several sessions of a machine whose logs do not outlive it then resumes from a fresh clone, and
 `pgrpo report <results>/<sweep>` reads it as it reads logs.

@@ -199,7 +199,7 @@ def test_a_finished_cell_is_kept_in_results_and_a_fresh_clone_does_not_run_it_ag
     results = str(tmp_path / "results")
     run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results)
     kept = tmp_path / "results" / "demo" / "erase" / "seed1"
-    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "end_eval.json", "fit.log", "scalars.json"}
+    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "end_eval.json", "fit.log", "scalars.json.gz"}
     assert not (kept / "checkpoints").exists()
     assert json.loads((kept / "cell.json").read_text())["status"] == "done"
     shutil.rmtree(tmp_path / "demo")  # a fresh clone: the logs are gone, the committed results are not

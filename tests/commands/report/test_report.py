@@ -1,5 +1,7 @@
 """`pgrpo report`: a sweep's event files -> the arm table, the per-mode table and the curves."""
 
+import gzip
+import json
 import shutil
 from itertools import takewhile
 from pathlib import Path
@@ -180,6 +182,13 @@ def test_a_report_from_a_sweeps_kept_scalars_gives_the_numbers_its_event_files_g
         keep_scalars(run.scalars, kept / run.arm / run.seed / KEPT_SCALARS)
         shutil.copyfile(run.path / "config.yaml", kept / run.arm / run.seed / "config.yaml")
         assert read_scalars(kept / run.arm / run.seed) == run.scalars  # float32 values, bit for bit
+    # committed with every cell: compressed (255 cells' JSON made a working tree too big to send to a GPU machine),
+    # and the same scalars give the same bytes, so that a cell kept again leaves git nothing to commit
+    path = kept / run.arm / run.seed / KEPT_SCALARS
+    text = json.dumps(json.loads(gzip.decompress(path.read_bytes())), separators=(",", ":"))
+    assert path.stat().st_size < len(text) / 2
+    keep_scalars(run.scalars, tmp_path / "again.gz")
+    assert (tmp_path / "again.gz").read_bytes() == path.read_bytes()
     main(["report", str(sweep_dir), "--out", str(tmp_path / "from_events")])
     main(["report", str(kept), "--out", str(tmp_path / "from_kept")])
     capsys.readouterr()
@@ -483,8 +492,6 @@ def test_the_end_of_run_evaluation_leads_the_arm_table_with_its_intervals_and_ge
 
 
 def test_runs_on_different_bases_are_refused_by_name_and_one_base_is_named(tmp_path, capsys):
-    import json
-
     root = tmp_path / "sweep"
     for arm, seed, digest in (("vanilla", 0, "a" * 64), ("vanilla", 1, "a" * 64), ("erase", 0, "b" * 64)):
         run = root / arm / f"seed{seed}"
