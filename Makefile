@@ -8,6 +8,8 @@
 #   make docs   # build the docs pages (docs/, mkdocs.yml) into site/; any broken link or anchor fails it
 #   make gpu-wheels  # what a bare GPU machine lacks (wheels, the embedded base) into .gpu-bundle, for make gpu-check
 #   make gpu-check OUT=DIR  # on a GPU machine: the CUDA tests and the step's figures (DEVICE=cpu: a rehearsal here)
+#   make gpu-primed-bundle  # the SmolLM2 GGUF in two halves into .gpu-bundle, for make gpu-bench-primed
+#   make gpu-bench-primed OUT=DIR  # on a GPU machine: the primed SmolLM2's bench, as far as its budget goes
 # GPU users: `make setup TORCH_SPEC=torch` keeps pip's default (CUDA) torch build.
 PYTHON ?= python3
 VENV ?= .venv
@@ -28,7 +30,8 @@ DEMO_STEPS ?= 60
 TEST_WORKERS ?= auto
 DEMO_ARGS = --trainer.max_steps $(DEMO_STEPS) --trainer.logger.init_args.save_dir logs/demo
 
-.PHONY: setup demo test typecheck setup-vllm test-vllm setup-smollm2 docs bench constraints gpu-wheels gpu-check
+.PHONY: setup demo test typecheck setup-vllm test-vllm setup-smollm2 docs bench constraints
+.PHONY: gpu-wheels gpu-check gpu-primed-bundle gpu-bench-primed
 setup: $(VENV)/.installed
 setup-vllm: $(VLLM_VENV)/.installed
 
@@ -96,12 +99,14 @@ $(VENV)/.docs-installed: $(VENV)/.installed
 # The GPU check (benchmarks/gpu_check.py; docs/performance.md#the-gpu-check): prepared here, run on a GPU machine
 # that has torch, transformers, lightning, torchmetrics, tensorboard, safetensors, pytest and pytest-xdist, no
 # package registry, and Python GPU_PYTHON_VERSION. GPU_WHEELS is what pgrpo needs beyond those, each pinned by
-# constraints.txt; the check unpacks only the ones the machine lacks.
+# constraints.txt; the check unpacks only the ones the machine lacks. They are the ones the lent H100s' image lacked
+# at the first check (it has matplotlib and rich), and gguf for the primed SmolLM2: 1.4 MB, not the 27 MB of
+# matplotlib's family, so that a transfer of 64 MiB also holds half of SmolLM2's GGUF. For an image without
+# matplotlib: GPU_WHEELS="... matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing python-dateutil".
 GPU_BUNDLE ?= .gpu-bundle
 GPU_PYTHON_VERSION ?= 3.12
 GPU_PLATFORMS ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
-GPU_WHEELS ?= jsonargparse docstring-parser typeshed-client rich markdown-it-py mdurl pygments matplotlib contourpy \
-	cycler fonttools kiwisolver pillow pyparsing python-dateutil tzdata
+GPU_WHEELS ?= jsonargparse docstring-parser typeshed-client tzdata gguf
 DEVICE ?= cuda
 OUT ?= gpu-out
 # there the machine's own python3; here the project's venv
@@ -116,3 +121,12 @@ gpu-wheels: setup
 
 gpu-check:
 	$(GPU_PYTHON) -m benchmarks.gpu_check --out $(OUT) --device $(DEVICE) --bundle $(GPU_BUNDLE)
+
+# The primed SmolLM2's bench on a GPU (benchmarks/gpu_primed.py; docs/real-model.md#on-a-gpu): the GGUF file
+# (94 MiB) travels in two halves, .gpu-bundle/smollm2-1 and smollm2-2, one per 64 MiB transfer
+gpu-primed-bundle: setup-smollm2
+	$(BIN)/python -m benchmarks.gpu_primed --prepare --bundle $(GPU_BUNDLE)
+	du -sh $(GPU_BUNDLE)/*
+
+gpu-bench-primed:
+	$(GPU_PYTHON) -m benchmarks.gpu_primed --out $(OUT) --device $(DEVICE) --bundle $(GPU_BUNDLE)

@@ -45,13 +45,14 @@ TINY_FIT = ("--trainer.max_steps=3", "--model.generation.max_new_tokens=24", "--
 
 
 class Check:
-    """The result so far, written out whole after every part."""
+    """The result so far, written out whole after every part: <name>.json, and <name>.md by `render`."""
 
-    def __init__(self, out: Path, device: str, budget_s: float):
+    def __init__(self, out: Path, device: str, budget_s: float, name: str = "gpu_check", render=None):
         self.out, self.device, self.budget_s = out, device, budget_s
+        self.name, self.render = name, render or markdown
         self.start = self.last_part = time.monotonic()
         out.mkdir(parents=True, exist_ok=True)
-        self.log = (out / "gpu_check.log").open("w")
+        self.log = (out / f"{name}.log").open("w")
         self.result: dict = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                              "commit": _commit(), "device_asked": device, "budget_s": budget_s, "parts": {},
                              "fell_back_or_skipped": []}
@@ -84,8 +85,8 @@ class Check:
         self.last_part = now
         self.result["wall_s"] = round(now - self.start, 1)
         self.result["failures"] = failures(self.result)
-        (self.out / "gpu_check.json").write_text(json.dumps(self.result, indent=1))
-        (self.out / "gpu_check.md").write_text(markdown(self.result))
+        (self.out / f"{self.name}.json").write_text(json.dumps(self.result, indent=1))
+        (self.out / f"{self.name}.md").write_text(self.render(self.result))
 
 
 def gpu_check(out: Path, device: str, bundle: Path, budget_s: float, work: Path | None = None) -> dict:
