@@ -421,12 +421,19 @@ def prepare_base(dest: Path) -> None:
     print(f"embedded base {source.name} copied to {dest}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def device_parser(doc: str, budget_s: float, bundle_help: str) -> argparse.ArgumentParser:
+    """The options every command run on a lent GPU machine takes: where results go, the device, the bundle, the
+    budget."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="where the results go")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu for the rehearsal at tiny sizes")
-    parser.add_argument("--bundle", type=Path, default=BUNDLE, help="what make gpu-wheels prepared")
-    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for every part together")
+    parser.add_argument("--bundle", type=Path, default=BUNDLE, help=bundle_help)
+    parser.add_argument("--budget", type=float, default=budget_s, help="seconds for every part together")
+    return parser
+
+
+def main() -> None:
+    parser = device_parser(__doc__, BUDGET_S, "what make gpu-wheels prepared")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one)")
     parser.add_argument("--prepare-base", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--describe", help=argparse.SUPPRESS)

@@ -20,7 +20,6 @@ fits), run there as it is. In order, under one budget:
    root, then commit results/smollm2-primed-gpu/) and report.md when a cell has finished.
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -30,7 +29,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from benchmarks.gpu_check import BUNDLE, PHASES, REPO, Check, _fmt, install
+from benchmarks.gpu_check import PHASES, REPO, Check, _fmt, device_parser, install
 
 PLAN = Path("configs/sweeps/smollm2-primed-gpu.yaml")
 SWEEP = "smollm2-primed-gpu"  # the plan's name: logs/<SWEEP>/, results/<SWEEP>/
@@ -208,11 +207,7 @@ def markdown(r: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, help="where the results go")
-    parser.add_argument("--device", default="cuda", help="cuda, or cpu for the rehearsal at tiny sizes")
-    parser.add_argument("--bundle", type=Path, default=BUNDLE, help="what make gpu-wheels and gpu-primed-bundle made")
-    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for every part together")
+    parser = device_parser(__doc__, BUDGET_S, "what make gpu-wheels and gpu-primed-bundle made")
     parser.add_argument("--work", type=Path, default=WORK, help="what outlives a call: cache, private site, cells")
     parser.add_argument("--logs", default="logs", help="the sweep's log root (a rehearsal gives its own)")
     parser.add_argument("--prepare", action="store_true", help="here: cut the installed GGUF into the bundle")
