@@ -145,6 +145,18 @@ def test_the_command_primes_and_names_what_a_config_should_load(tmp_path, capsys
         main(["prime", "--model", "embedded+primed"])
 
 
+def test_the_default_priming_built_into_out_is_not_called_another_priming(monkeypatch, tmp_path, capsys):
+    import pgrpo.commands.prime as command
+
+    built = []
+    monkeypatch.setattr(command, "primed_checkpoint", lambda _base, _id, settings, out, _retrain: built.append(
+        settings) or out)  # the build itself is the tests above; this one is what the command says of it
+    main(["prime", "--model", "embedded", "--out", str(tmp_path / "primed"), "--evaluate", "false"])
+    out = capsys.readouterr().out
+    assert built == [PrimeSettings()] and f"use it as: model: {tmp_path / 'primed'}" in out
+    assert "not the default priming" not in out and "the default priming, built into --out" in out
+
+
 def test_a_published_update_is_merged_not_trained_to_the_bytes_of_the_build_that_published_it(
         base, monkeypatch, tmp_path, capsys):
     """Training's last bits depend on the CPU, merging's do not: every machine merges the published update."""

@@ -58,13 +58,12 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
     path = primed_checkpoint(base_path, model_id(model), settings, Path(out) if out else None, retrain)
     if publish_update:
         print(f"published: {publish(path, base_path)} (commit it with its .json)")
-    default = not out and settings == PrimeSettings()
-    print(f"primed base: {path}\nuse it as: model: {model + PRIMED if default else path}")
-    if not default:
-        changed = [f.name for f in fields(PrimeSettings)
-                   if getattr(settings, f.name) != getattr(PrimeSettings(), f.name)]
-        print(f"(not the default priming{': ' + ', '.join(changed) if changed else ''}; `{model + PRIMED}` names "
-              f"the default's)")
+    changed = [f.name for f in fields(PrimeSettings) if getattr(settings, f.name) != getattr(PrimeSettings(), f.name)]
+    print(f"primed base: {path}\nuse it as: model: {path if out or changed else model + PRIMED}")
+    if changed:
+        print(f"(not the default priming: {', '.join(changed)}; `{model + PRIMED}` names the default's)")
+    elif out:
+        print(f"(the default priming, built into --out; `{model + PRIMED}` names its cached copy)")
     if evaluate:
         sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature)
         for key, value in evaluate_base(path, samples_per_problem, sampling, dtype=dtype).items():
