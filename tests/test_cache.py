@@ -1,11 +1,13 @@
 """The first run says what it builds: each cached build announces itself once, then a cache hit says so in a line."""
 
+import hashlib
+import os
 from pathlib import Path
 
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
-from pgrpo import embedded, pretrain
+from pgrpo import cache, embedded, pretrain
 from pgrpo.adapter import attach_adapter
 from pgrpo.basis import ExtractionConfig, load_or_extract_basis
 from pgrpo.cache import announce, progress_ticker
@@ -103,3 +105,16 @@ def test_pretraining_announces_its_progress_in_optimizer_steps(tmp_path, monkeyp
     assert lines == ["  pretraining 1/3", "  pretraining 2/3", "  pretraining 3/3"]
     torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))]).step()  # the counting ends with the build
     assert "pretraining" not in capsys.readouterr().err
+
+
+def test_a_files_digest_is_read_once_and_again_when_the_file_is_rewritten_in_place(tmp_path, monkeypatch):
+    weights, reads = tmp_path / "model.safetensors", []
+    real_read = cache.hash_file_into
+    monkeypatch.setattr(cache, "hash_file_into", lambda digest, path: reads.append(path) or real_read(digest, path))
+    weights.write_bytes(b"first")
+    first = cache.file_sha256(weights, prefix="v1:")
+    assert first == hashlib.sha256(b"v1:first").hexdigest() and cache.file_sha256(weights, prefix="v1:") == first
+    assert len(reads) == 1  # a real model's GBs are read once a process
+    weights.write_bytes(b"other")
+    os.utime(weights, ns=(1, 1))  # another time: a rewrite within the clock's resolution is still seen
+    assert cache.file_sha256(weights, prefix="v1:") == hashlib.sha256(b"v1:other").hexdigest() and len(reads) == 2
