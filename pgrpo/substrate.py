@@ -22,6 +22,13 @@ def cpu_kind() -> str:
     return f"{name} (torch {torch.backends.cpu.get_cpu_capability()})"
 
 
+def machine() -> str:
+    """What runs this process: the CPU's kind, and the GPU where CUDA sees one. A run's last bits and its times
+    depend on both, so a sweep's cell records it (pgrpo.commands.sweep) rather than a session's notes."""
+    gpu = f" + {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return cpu_kind() + gpu
+
+
 def has_bf16_units() -> bool | None:
     """Whether the CPU multiplies bf16 matrices in hardware (AVX512-BF16 or AMX); None where it cannot be told.
     Without them torch's bf16 matmuls take a slow path: 53x float32's time on a 2-core AMD EPYC with AVX2 (a

@@ -18,3 +18,12 @@ def test_a_machine_without_proc_cpuinfo_is_named_by_what_python_knows(tmp_path, 
     monkeypatch.setattr(substrate.platform, "processor", lambda: "")
     monkeypatch.setattr(substrate.platform, "machine", lambda: "arm64")
     assert cpu_kind().startswith("arm64 (torch ")
+
+
+def test_the_machine_names_the_cpu_and_the_gpu_where_cuda_sees_one(monkeypatch):
+    monkeypatch.setattr(substrate, "cpu_kind", lambda: "AMD EPYC (torch AVX512)")
+    monkeypatch.setattr(substrate.torch.cuda, "is_available", lambda: False)
+    assert substrate.machine() == "AMD EPYC (torch AVX512)"
+    monkeypatch.setattr(substrate.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(substrate.torch.cuda, "get_device_name", lambda: "NVIDIA H100 80GB HBM3")
+    assert substrate.machine() == "AMD EPYC (torch AVX512) + NVIDIA H100 80GB HBM3"

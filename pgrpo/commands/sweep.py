@@ -1,8 +1,8 @@
 """`pgrpo sweep`: arms × seeds, one `pgrpo fit` process per cell, resumable.
 
 Layout: <logs>/<sweep>/<arm>/seed<k>/ holds one cell's TensorBoard events,
-config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments
-and status). `pgrpo report <logs>/<sweep>` reads this layout back.
+config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments,
+status, time and the machines that ran it). `pgrpo report <logs>/<sweep>` reads this layout back.
 
 With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json,
 config.yaml, base.json, end_eval.json, fit.log and scalars (scalars.json.gz, in place of the event files), about
@@ -32,7 +32,7 @@ from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
 from pgrpo.events import BASE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config, read_scalars, setting
 from pgrpo.models import cached_digest, merges_published_update, model_id, same_base
-from pgrpo.substrate import cpu_kind
+from pgrpo.substrate import cpu_kind, machine
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
@@ -269,13 +269,16 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
         copy_whole(kept / KEPT_CHECKPOINT, cell / LAST)
         resume = True
     cell.mkdir(parents=True, exist_ok=True)
-    write_record(cell, {"argv": argv, "status": "running"})
+    # every machine that ran a part of it, in order: a resumed cell's later steps ran where the rerun did
+    here, earlier = machine(), (record or kept_record or {}).get("ran_on", []) if resume else []
+    ran_on = earlier if earlier[-1:] == [here] else earlier + [here]
+    write_record(cell, {"argv": argv, "status": "running", "ran_on": ran_on})
     start = time.perf_counter()
     rc = run_fit(argv + ([f"--ckpt_path={cell / LAST}"] if resume else []), cell / "fit.log", threads)
     seconds = time.perf_counter() - start
     unevaluated = rc == 0 and not evaluated(cell)
     write_record(cell, {"argv": argv, "status": "done" if rc == 0 and not unevaluated else "failed", "returncode": rc,
-                        "seconds": round(seconds, 1)})
+                        "seconds": round(seconds, 1), "ran_on": ran_on})
     if unevaluated:
         with open(cell / "fit.log", "a") as log:
             log.write(f"pgrpo sweep: the run exited 0 without its end-of-run evaluation ({END_EVAL_FILE} at its "

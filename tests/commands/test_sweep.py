@@ -111,6 +111,17 @@ def test_a_crashed_cell_does_not_stop_the_others_and_resumes_from_its_checkpoint
     assert retry.calls[0][-1] == f"--ckpt_path={last}"
 
 
+def test_a_cell_records_each_machine_that_ran_a_part_of_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep_mod, "machine", lambda: "AMD EPYC (torch AVX512)")
+    with pytest.raises(SystemExit):
+        run_sweep(tmp_path, FakeFit(checkpoint_then_fail={"vanilla"}), monkeypatch)
+    monkeypatch.setattr(sweep_mod, "machine", lambda: "Intel Xeon (torch AVX512) + NVIDIA H100")
+    run_sweep(tmp_path, FakeFit(), monkeypatch)
+    record = lambda arm: json.loads((tmp_path / "demo" / arm / "seed0" / "cell.json").read_text())["ran_on"]
+    assert record("vanilla") == ["AMD EPYC (torch AVX512)", "Intel Xeon (torch AVX512) + NVIDIA H100"]  # resumed
+    assert record("erase") == ["AMD EPYC (torch AVX512)"]  # finished on the first machine: skipped on the second
+
+
 def test_a_cell_that_never_checkpointed_restarts_from_a_clean_directory(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         run_sweep(tmp_path, FakeFit(fail={"erase"}), monkeypatch)
