@@ -68,7 +68,7 @@ def _sample(source: str, problems: list[Problem], sampling: Sampling, dtype: str
         folded = merged_for_generation(run.adapter)
         provenance = {"source": "model", "checkpoint": str(Path(source).resolve()), "step": run.step,
                       "model": run.hparams["model"], "model_id": model_id(run.hparams["model"]),
-                      "arm": run.intervention.arm()}
+                      "arm": run.intervention.label()}
     else:
         model, tokenizer = load_model_and_tokenizer(source, dtype)
         folded = nullcontext()

@@ -14,6 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
 from pgrpo.events import BASE_FILE, Scalars, read_scalars
+from pgrpo.interventions import Intervention
 from pgrpo.models import base_record
 
 WINDOW = 5  # steps averaged at the start and at the end, as `pgrpo report` does at the end
@@ -56,21 +57,20 @@ class RunSummary(L.Callback):
         if board is None:
             return
         board.experiment.flush()  # the events on disk are what the summary reads
-        intervention = pl_module.intervention
-        print(summary(read_scalars(board.log_dir), Path(board.log_dir), intervention.arm(), trainer.global_step,
-                      time.perf_counter() - self._start, self.window, intervention.measures_only,
-                      intervention.reads_oracle, pl_module.model_name.startswith("embedded")), flush=True)
+        print(summary(read_scalars(board.log_dir), Path(board.log_dir), pl_module.intervention, trainer.global_step,
+                      time.perf_counter() - self._start, self.window, pl_module.model_name.startswith("embedded")),
+              flush=True)
 
 
-def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: float, window: int = WINDOW,
-            measures_only: bool = False, reads_oracle: bool = False, embedded: bool = True) -> str:
+def summary(scalars: Scalars, run_dir: Path, intervention: Intervention, steps: int, seconds: float,
+            window: int = WINDOW, embedded: bool = True) -> str:
     def mean(tag: str, at_end: bool) -> str:
         values = [v for _, v in scalars.get(tag, [])]
         values = values[-window:] if at_end else values[:window]
         return f"{sum(values) / len(values):.3f}" if values else "–"
 
-    skyline = " (an oracle skyline: it reads the oracle's labels)" if reads_oracle else ""
-    lines = [f"pgrpo: {steps} steps of the {arm!r} arm{skyline} in {seconds:.0f} s "
+    skyline = " (an oracle skyline: it reads the oracle's labels)" if intervention.reads_oracle else ""
+    lines = [f"pgrpo: {steps} steps of the {intervention.label()!r} arm{skyline} in {seconds:.0f} s "
              f"({seconds / max(steps, 1):.1f} s/step)",
              f"  {'':16}{f'first {window}':>10}{f'last {window}':>10}"]
     for rate in ("hack", "solve"):
@@ -88,15 +88,19 @@ def summary(scalars: Scalars, run_dir: Path, arm: str, steps: int, seconds: floa
            for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars and f"hack/{rows}" in scalars]
     if cin:
         lines.append(f"  hack-ward share of the gradient, last {window}: " + ", ".join(cin))
-    # the arm to compare with is this run's own config (its model, its settings) with the other intervention
-    other = "erase" if measures_only else "vanilla"
+    # the arm to compare with is this run's own config (its model, its settings) with the other intervention, and a
+    # placebo's is its method: the same run reading the real detector
+    if intervention.placebo:
+        other, change = "real", f"--model.intervention.init_args.{intervention.placebo_knob} real"
+    else:
+        other = "erase" if intervention.measures_only else "vanilla"
+        change = f"--model.intervention pgrpo.interventions.{other.title()}"
     lines += [
         "  hack = passed the flawed grader but failed the strict oracle; solve = the oracle accepts it",
         f"  events: {run_dir}   checkpoints: {run_dir / 'checkpoints'}",
         "next:",
         f"  tensorboard --logdir {run_dir.parent.parent}",
-        f"  pgrpo fit --config {run_dir / 'config.yaml'} --model.intervention pgrpo.interventions.{other.title()} "
-        f"--trainer.logger.init_args.name {run_dir.parent.name}_{other}      # the arm to compare with, on this model",
+        f"  pgrpo fit --config {run_dir / 'config.yaml'} {change} --trainer.logger.init_args.name {run_dir.parent.name}_{other}      # the arm to compare with, on this model",
     ]
     if embedded:  # the shipped arm configs are the embedded model's
         lines.append("  pgrpo sweep --name lab --arms '[vanilla, erase]' --seeds '[0, 1, 2]' && pgrpo report logs/lab")

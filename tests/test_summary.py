@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from pgrpo.interventions import Erase, GtScreen, ProbePenalty, Vanilla
 from pgrpo.summary import summary
 
 
@@ -7,7 +8,7 @@ def test_a_run_without_teacher_rows_summarises_the_student_alone():
     scalars = {"hack/student": [(0, 0.0), (1, 0.5)], "solve/student": [(0, 0.25), (1, 0.5)],
                "proj/cin_student": [(1, 0.3)], "proj/cin_null_student": [(1, 0.15)],
                "proj/cin_teacher": [(1, 0.0)], "proj/cin_null_teacher": [(1, 0.0)]}
-    text = summary(scalars, Path("logs/honest/version_0"), "vanilla", 2, 4.0, measures_only=True)
+    text = summary(scalars, Path("logs/honest/version_0"), Vanilla(), 2, 4.0)
     assert "student 0.300 (null 0.150)" in text and "teacher" not in text
 
 
@@ -15,14 +16,14 @@ def test_the_summary_shows_entropy_and_where_the_knobs_sit_along_v():
     # a gradient edit that damages the model, or a biased one, must be visible at the end of the fit itself
     scalars = {"hack/student": [(0, 0.0), (1, 0.5)], "entropy": [(0, 0.07), (1, 0.33)],
                "adapter/delta_s_norm": [(0, 3.0), (1, 30.0)], "adapter/delta_s_along_v": [(0, 0.5), (1, 12.0)]}
-    lines = summary(scalars, Path("logs/erase/version_0"), "erase", 2, 4.0, window=1).splitlines()
+    lines = summary(scalars, Path("logs/erase/version_0"), Erase(), 2, 4.0, window=1).splitlines()
     rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ") and len(line.split()) == 3}
     assert rows["entropy"] == ["0.070", "0.330"]
     assert rows["delta_s_norm"] == ["3.000", "30.000"] and rows["delta_s_along_v"] == ["0.500", "12.000"]
 
 
 def test_an_oracle_skylines_summary_says_so():
-    text = summary({"hack/student": [(0, 0.0)]}, Path("logs/gt_screen/version_0"), "gt_screen", 1, 1.0, reads_oracle=True)
+    text = summary({"hack/student": [(0, 0.0)]}, Path("logs/gt_screen/version_0"), GtScreen(), 1, 1.0)
     assert text.startswith("pgrpo: 1 steps of the 'gt_screen' arm (an oracle skyline")
 
 
@@ -42,9 +43,19 @@ def test_a_fit_records_its_bases_files_digest_beside_its_curves(tmp_path):
 
 def test_the_arm_to_compare_with_is_this_runs_own_config_with_the_other_intervention():
     run = Path("logs/smollm2_erase/version_0")
-    text = summary({"hack/student": [(0, 0.0)]}, run, "erase", 1, 1.0, embedded=False)
+    text = summary({"hack/student": [(0, 0.0)]}, run, Erase(), 1, 1.0, embedded=False)
     assert (f"pgrpo fit --config {run / 'config.yaml'} --model.intervention pgrpo.interventions.Vanilla "
             f"--trainer.logger.init_args.name smollm2_erase_vanilla") in text
     assert "configs/vanilla.yaml" not in text and "pgrpo sweep" not in text  # the shipped arms are the embedded model's
-    text = summary({"hack/student": [(0, 0.0)]}, Path("logs/vanilla/version_0"), "vanilla", 1, 1.0, measures_only=True)
+    text = summary({"hack/student": [(0, 0.0)]}, Path("logs/vanilla/version_0"), Vanilla(), 1, 1.0)
     assert "--model.intervention pgrpo.interventions.Erase" in text and "pgrpo sweep" in text
+
+
+def test_a_placebos_summary_names_it_a_placebo_and_offers_its_method_to_compare_with():
+    run = Path("logs/random_v/version_0")
+    text = summary({"hack/student": [(0, 0.0)]}, run, Erase(v="random"), 1, 1.0)
+    assert text.startswith("pgrpo: 1 steps of the 'erase placebo (v: random)' arm")
+    assert (f"pgrpo fit --config {run / 'config.yaml'} --model.intervention.init_args.v real "
+            f"--trainer.logger.init_args.name random_v_real") in text
+    text = summary({"hack/student": [(0, 0.0)]}, run, ProbePenalty(detector="random"), 1, 1.0)
+    assert "'probe_penalty placebo (detector: random)' arm" in text

@@ -167,7 +167,7 @@ def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
         config = run.config_path
         run_data = (yaml.safe_load(config.read_text()) or {}).get("data") if config else None
         info = {"kind": "checkpoint", "checkpoint": str(path.resolve()), "step": run.step,
-                "arm": run.intervention.arm(), "oracle_skyline": run.intervention.reads_oracle,
+                "arm": run.intervention.label(), "oracle_skyline": run.intervention.reads_oracle,
                 "model": run.hparams["model"], "model_id": model_id(run.hparams["model"]),
                 "config": str(config) if config else None,
                 "max_new_tokens": run.hparams.get("generation", {}).get("max_new_tokens")}

@@ -49,7 +49,7 @@ def export(ckpt: str, out: str | None = None, device: str = "auto") -> None:
 
 def model_card(hparams: dict, step: int, ckpt: Path, config: Path | None, quarantine_norm: float) -> str:
     intervention = from_config(hparams["intervention"])
-    arm, oracle = intervention.arm(), intervention.reads_oracle
+    arm, oracle = intervention.label(), intervention.reads_oracle
     base = hparams["model"]
     source = f"`{config}` (copied here as `{SOURCE_CONFIG}`)" if config else "not found beside the checkpoint"
     return f"""---

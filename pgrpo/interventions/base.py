@@ -136,10 +136,13 @@ class Intervention:
     measures_only: ClassVar[bool] = False
     """Whether it changes nothing (vanilla): `pgrpo report` pairs every other arm against such a run."""
 
+    placebo_knob: ClassVar[str | None] = None
+    """The init arg that swaps what it reads for a placebo (v, detector, subspace); its value 'real' is the method."""
+
     @property
     def placebo(self) -> bool:
         """Whether it reads a placebo detector (a random V, probe or subspace): a negative control of its method."""
-        return False
+        return self.placebo_knob is not None and getattr(self, self.placebo_knob) != "real"
 
     def check(self, module: RunView) -> None:
         """Raise ValueError naming the key when the module's settings make a hook inexact."""
@@ -189,6 +192,12 @@ class Intervention:
     def arm(cls) -> str:
         """The arm's name in summaries and model cards: the class's in snake case (AdvGate: adv_gate)."""
         return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+    def label(self) -> str:
+        """The arm as a run's summary, model card and evaluation record name it: the method's, and a placebo says
+        it is one ('erase placebo (v: random)'), so that a negative control is never read as its method."""
+        return f"{self.arm()} placebo ({self.placebo_knob}: {getattr(self, self.placebo_knob)})" if self.placebo \
+            else self.arm()
 
     def init_args(self) -> dict:
         """The constructor's arguments as given (each is kept under its own name)."""

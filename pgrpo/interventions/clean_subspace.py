@@ -12,7 +12,7 @@ Its random placebo is matched in strength: K random directions keep far less of 
 directions as make it remove the real subspace's share of the base policy's gradient (pgrpo/calibration.py).
 """
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info
@@ -31,6 +31,8 @@ Subspace = Literal["real", "random"]
 
 class CleanSubspace(Intervention):
     """Keep only each gradient's component in the top-K subspace of the clean completions' gradients."""
+
+    placebo_knob: ClassVar[str] = "subspace"
 
     def __init__(self, k: int = 8, weighting: Weighting = "singular_value", subspace: Subspace = "real",
                  subspace_seed: int | None = None):
@@ -55,9 +57,6 @@ class CleanSubspace(Intervention):
         self.subspace_seed = subspace_seed
         self.directions: dict[str, tuple[Tensor, Tensor]] = {}  # module → (C (K, r), w (K,))
 
-    @property
-    def placebo(self) -> bool:
-        return self.subspace != "real"
 
     def prepare(self, module: RunView) -> None:
         pairs = module.extraction_pairs()

@@ -9,7 +9,7 @@ the penalty's size, not its aim.
 """
 
 from abc import ABC, abstractmethod
-from typing import Literal
+from typing import ClassVar, Literal
 
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
@@ -26,6 +26,8 @@ Detector = Literal["real", "random"]
 
 class ReadsActivations(Intervention, ABC):
     """An intervention that scores each rollout with a linear detector on the policy's pooled hidden states."""
+
+    placebo_knob: ClassVar[str] = "detector"
 
     @property
     def cut(self) -> float:
@@ -48,9 +50,6 @@ class ReadsActivations(Intervention, ABC):
         self.detector_seed = detector_seed
         self.fitted: LinearDetector | None = None
 
-    @property
-    def placebo(self) -> bool:
-        return self.detector != "real"
 
     @abstractmethod
     def fit(self, hack: Tensor, clean: Tensor) -> tuple[Tensor, float]:

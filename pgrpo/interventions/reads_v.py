@@ -8,7 +8,7 @@ intervention built on ReadsV gets these placebos for free (erase, route, adv_gat
 configs/adv_gate_random_v.yaml).
 """
 
-from typing import Literal, cast
+from typing import ClassVar, Literal, cast
 
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -21,6 +21,8 @@ Source = Literal["real", "random", "shuffled", "nonhack"]
 
 class ReadsV(Intervention):
     """An intervention that reads the hack directions V (or, for a negative control, a placebo V)."""
+
+    placebo_knob: ClassVar[str] = "v"
 
     def __init__(self, v: Source = "real", v_seed: int | None = None):
         """
@@ -35,9 +37,6 @@ class ReadsV(Intervention):
         self.v = v
         self.v_seed = v_seed
 
-    @property
-    def placebo(self) -> bool:
-        return self.v != "real"
 
     def basis(self, module: RunView, real: HackBasis) -> HackBasis:
         # a resumed run restored its control V from the checkpoint: never swapped twice

@@ -9,6 +9,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from pgrpo.adapter import quarantine_zeroed
 from pgrpo.checkpoint import load_run_checkpoint
 from pgrpo.cli import main
+from pgrpo.commands.export import model_card
+from pgrpo.interventions import Erase
 from pgrpo.models import resolve_model_path
 
 
@@ -76,3 +78,10 @@ def test_a_missing_or_foreign_checkpoint_is_a_clear_error(tmp_path):
     torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
     with pytest.raises(ValueError, match="not a pgrpo run checkpoint"):
         load_run_checkpoint(tmp_path / "foreign.ckpt")
+
+
+def test_a_placebos_model_card_names_it_a_placebo_not_its_method(tmp_path):
+    hparams = {"intervention": Erase(v="random").config(), "model": "embedded", "dtype": "float32",
+               "target_modules": ["q_proj"]}
+    card = model_card(hparams, 100, tmp_path / "last.ckpt", None, 0.0)
+    assert "# pgrpo export: arm `erase placebo (v: random)`, step 100" in card

@@ -26,6 +26,15 @@ def test_a_config_names_the_class_by_its_file_and_arms_by_snake_case():
     assert [i.arm() for i in ALL] == ["vanilla", "erase", "route", "adv_gate", "gt_screen", "gt_penalty"]
 
 
+def test_a_placebo_is_labelled_as_its_methods_placebo_and_names_what_it_reads():
+    from pgrpo.interventions import CleanSubspace, ProbePenalty
+    assert [i.label() for i in (Erase(v="random"), AdvGate(v="shuffled"), ProbePenalty(detector="random"),
+                                CleanSubspace(subspace="random"))] == [
+        "erase placebo (v: random)", "adv_gate placebo (v: shuffled)", "probe_penalty placebo (detector: random)",
+        "clean_subspace placebo (subspace: random)"]
+    assert [i.label() for i in ALL] == [i.arm() for i in ALL] and not any(i.placebo for i in ALL)
+
+
 def test_only_the_skylines_declare_they_read_the_oracle_and_only_vanilla_only_measures():
     assert [i.reads_oracle for i in ALL] == [False, False, False, False, True, True]
     assert [i.measures_only for i in ALL] == [True, False, False, False, False, False]
