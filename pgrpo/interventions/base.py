@@ -196,8 +196,8 @@ class Intervention:
     def label(self) -> str:
         """The arm as a run's summary, model card and evaluation record name it: the method's, and a placebo says
         it is one ('erase placebo (v: random)'), so that a negative control is never read as its method."""
-        return f"{self.arm()} placebo ({self.placebo_knob}: {getattr(self, self.placebo_knob)})" if self.placebo \
-            else self.arm()
+        knob = self.placebo_knob
+        return f"{self.arm()} placebo ({knob}: {getattr(self, knob)})" if knob and self.placebo else self.arm()
 
     def init_args(self) -> dict:
         """The constructor's arguments as given (each is kept under its own name)."""
