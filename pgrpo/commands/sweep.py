@@ -270,7 +270,8 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
         resume = True
     cell.mkdir(parents=True, exist_ok=True)
     # every machine that ran a part of it, in order: a resumed cell's later steps ran where the rerun did
-    here, earlier = machine(), (record or kept_record or {}).get("ran_on", []) if resume else []
+    here = machine()
+    earlier = (record or kept_record or {}).get("ran_on", []) if resume else []
     ran_on = earlier if earlier[-1:] == [here] else earlier + [here]
     write_record(cell, {"argv": argv, "status": "running", "ran_on": ran_on})
     start = time.perf_counter()
