@@ -32,17 +32,23 @@ def weights_digest(checkpoint: Path) -> str:
     """sha256 over the tensors of a checkpoint's model*.safetensors (name, dtype, shape, bytes, in name order): its
     weights, whatever wrote the files. A transformers of another version writes its version into config.json and
     may lay a file's header out otherwise; the model's numbers are these."""
-    import torch
     from safetensors import safe_open
 
     digest = hashlib.sha256()
     for path in sorted(checkpoint.glob("model*.safetensors")):
         with safe_open(path, framework="pt") as f:
             for name in sorted(f.keys()):
-                tensor = f.get_tensor(name).contiguous()
-                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\0".encode())
-                digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+                hash_tensor_into(digest, name, f.get_tensor(name))
     return digest.hexdigest()
+
+
+def hash_tensor_into(digest, name: str, tensor) -> None:
+    """Feed a named tensor's name, dtype, shape and bytes (on the CPU) to `digest`."""
+    import torch
+
+    tensor = tensor.detach().cpu().contiguous()
+    digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\0".encode())
+    digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
 
 
 def file_sha256(path: Path, prefix: str = "") -> str:

@@ -121,6 +121,7 @@ def first_steps(scalars: Scalars, n: int) -> Scalars:
 
 
 BASE_FILE = "base.json"  # what a run records of its base (pgrpo.summary.RunSummary, models.base_record)
+BASIS_FILE = "basis.json"  # which V it trained with: digest, k and how it was built (pgrpo.summary.RunSummary)
 
 
 def load_base(run_dir: Path) -> dict | None:

@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from pgrpo.adapter import SVDAdapterLinear, capture_row_grads, quarantine_zeroed
+from pgrpo.cache import hash_tensor_into
 from pgrpo.loss import token_logprobs
 
 Normalize = Literal["length", "fixed"]
@@ -104,6 +105,15 @@ class HackBasis:
     @property
     def k_total(self) -> int:
         return sum(rows.shape[0] for rows in self.V.values())
+
+    def digest(self) -> str:
+        """sha256 over every module's V and sigma (name, dtype, shape, bytes, in name order): which V a run
+        used, whatever file or cache it came from. meta is left out: it describes V, the numbers are V."""
+        digest = hashlib.sha256()
+        for name in sorted(self.V):
+            hash_tensor_into(digest, f"V/{name}", self.V[name])
+            hash_tensor_into(digest, f"sigma/{name}", self.sigma[name])
+        return digest.hexdigest()
 
     def apply_noise_floor(self, quantile: float) -> "HackBasis":
         """Pool every module's singular values, drop rows below that quantile, drop modules left empty."""

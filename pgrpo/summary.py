@@ -13,7 +13,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
-from pgrpo.events import BASE_FILE, Scalars, read_scalars
+from pgrpo.events import BASE_FILE, BASIS_FILE, Scalars, read_scalars
 from pgrpo.interventions import Intervention
 from pgrpo.models import base_record
 
@@ -36,10 +36,12 @@ class RunSummary(L.Callback):
         """
         self.window = window
         self._start = time.perf_counter()
+        self._basis_recorded = False
 
     @override
     def on_train_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
+        self._basis_recorded = False
         self._record_base(trainer, pl_module)
 
     @rank_zero_only
@@ -49,6 +51,23 @@ class RunSummary(L.Callback):
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             (run_dir / BASE_FILE).write_text(json.dumps(base_record(pl_module.model_name), indent=1))
+
+    @override
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if not self._basis_recorded:
+            self._basis_recorded = True
+            self._record_basis(trainer, pl_module)
+
+    @rank_zero_only
+    def _record_basis(self, trainer, pl_module) -> None:
+        """basis.json beside the curves, at the first step: V is final only after the module's on_train_start (the
+        intervention may swap in a placebo), which Lightning runs after every callback's. A resumed run records V
+        as its checkpoint held it; one that refreshes V (BasisRefresh) moves on from this one."""
+        run_dir = board_dir(trainer)
+        basis = pl_module.basis
+        if run_dir is not None and basis is not None:
+            record = {"digest": basis.digest(), "k_total": basis.k_total, "meta": dict(sorted(basis.meta.items()))}
+            (run_dir / BASIS_FILE).write_text(json.dumps(record, indent=1))
 
     @override
     @rank_zero_only

@@ -133,6 +133,22 @@ def test_save_accepts_non_contiguous_and_bf16_rows(tmp_path):
     assert HackBasis.load(tmp_path / "b.safetensors").V["m"].dtype == torch.bfloat16
 
 
+def test_a_bases_digest_names_its_numbers_through_a_file_and_changes_with_any_of_them(tmp_path):
+    rows = torch.linalg.qr(torch.randn(16, 4, generator=torch.Generator().manual_seed(0)))[0].T.contiguous()
+    basis = HackBasis({"m": rows, "n": rows[:2].clone()}, {"m": torch.ones(4), "n": torch.ones(2)}, {"k": "4"})
+    basis.save(tmp_path / "b.safetensors")
+    loaded = HackBasis.load(tmp_path / "b.safetensors")
+    assert loaded.digest() == basis.digest()
+    assert HackBasis(basis.V, basis.sigma, {"k": "5"}).digest() == basis.digest()  # meta describes V, is not V
+    nudged = rows.clone()
+    nudged[0, 0] = torch.nextafter(nudged[0, 0], torch.tensor(2.0))
+    changed = [HackBasis({**basis.V, "m": nudged}, basis.sigma),
+               HackBasis(basis.V, {**basis.sigma, "n": torch.tensor([1.0, 2.0])}),
+               basis.to("cpu", torch.bfloat16),
+               HackBasis({"m": rows}, {"m": torch.ones(4)})]
+    assert len({basis.digest(), *(other.digest() for other in changed)}) == 1 + len(changed)
+
+
 def test_cache_key_changes_with_every_input():
     base = dict(model_id="m", pairs_hash="p", k=4, tau_axis=None, normalize="length")
     key = basis_cache_key(**base)

@@ -41,6 +41,24 @@ def test_a_fit_records_its_bases_files_digest_beside_its_curves(tmp_path):
                     "digest": cached_build_digest(model_id("embedded"))}
 
 
+def test_a_fit_records_the_v_it_trained_with_the_placebos_when_it_ran_one(tmp_path):
+    import json
+
+    import torch
+
+    from pgrpo.cli import main
+    from pgrpo.extraction import HackBasis
+    from test_cli import fast
+
+    main(fast("random_v", tmp_path, 2))
+    run = tmp_path / "random_v" / "version_0"
+    record = json.loads((run / "basis.json").read_text())
+    held = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["pgrpo_basis"]
+    trained_with = HackBasis(held["V"], held["sigma"], held["meta"])
+    assert record["digest"] == trained_with.digest() and record["k_total"] == trained_with.k_total
+    assert record["meta"]["control"] == "random" and record["meta"] == held["meta"]
+
+
 def test_the_arm_to_compare_with_is_this_runs_own_config_with_the_other_intervention():
     run = Path("logs/smollm2_erase/version_0")
     text = summary({"hack/student": [(0, 0.0)]}, run, Erase(), 1, 1.0, embedded=False)

@@ -30,7 +30,8 @@ from pathlib import Path
 from pgrpo.cache import announce
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
-from pgrpo.events import BASE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config, read_scalars, setting
+from pgrpo.events import (BASE_FILE, BASIS_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config,
+                          read_scalars, setting)
 from pgrpo.models import cached_digest, merges_published_update, model_id, same_base
 from pgrpo.substrate import cpu_kind, machine
 
@@ -377,7 +378,7 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
                 (kept / name).rename(kept / shorter)
     kept.mkdir(parents=True, exist_ok=True)
     keep_scalars(scalars, kept / KEPT_SCALARS)  # a superset of what was kept: a copy cut short loses nothing
-    for name in (BASE_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
+    for name in (BASE_FILE, BASIS_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)
     if checkpoint and (cell / LAST).is_file():

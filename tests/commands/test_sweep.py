@@ -58,6 +58,7 @@ class FakeFit:
         first = [cell_of(c) for c in self.calls].count(cell_of(argv)) == 1
         if not (first and cell.parent.name in self.unevaluated):
             (cell / "end_eval.json").write_text(json.dumps({"step": max_steps, "train": {"samples": 336}}))
+        (cell / "basis.json").write_text(json.dumps({"digest": "bb" * 32, "k_total": 4, "meta": {}}))
         if self.base_digest:  # what models.base_record writes
             (cell / "base.json").write_text(json.dumps({"model": self.base_model, "model_id": self.base_id,
                                                         "digest": self.base_digest}))
@@ -210,7 +211,8 @@ def test_a_finished_cell_is_kept_in_results_and_a_fresh_clone_does_not_run_it_ag
     results = str(tmp_path / "results")
     run_sweep(tmp_path, FakeFit(), monkeypatch, "--results", results)
     kept = tmp_path / "results" / "demo" / "erase" / "seed1"
-    assert {p.name for p in kept.iterdir()} == {"cell.json", "config.yaml", "end_eval.json", "fit.log", "scalars.json.gz"}
+    assert {p.name for p in kept.iterdir()} == {"basis.json", "cell.json", "config.yaml", "end_eval.json", "fit.log",
+                                              "scalars.json.gz"}
     assert not (kept / "checkpoints").exists()
     assert json.loads((kept / "cell.json").read_text())["status"] == "done"
     shutil.rmtree(tmp_path / "demo")  # a fresh clone: the logs are gone, the committed results are not
