@@ -36,7 +36,7 @@ class RunSummary(L.Callback):
         """
         self.window = window
         self._start = time.perf_counter()
-        self._basis_recorded = False
+        self._basis_recorded = False  # set again at each fit's start: a callback may serve more than one fit
 
     @override
     def on_train_start(self, trainer, pl_module) -> None:
@@ -66,8 +66,8 @@ class RunSummary(L.Callback):
         run_dir = board_dir(trainer)
         basis = pl_module.basis
         if run_dir is not None and basis is not None:
-            record = {"digest": basis.digest(), "k_total": basis.k_total, "meta": dict(sorted(basis.meta.items()))}
-            (run_dir / BASIS_FILE).write_text(json.dumps(record, indent=1))
+            record = {"digest": basis.digest(), "k_total": basis.k_total, "meta": basis.meta}
+            (run_dir / BASIS_FILE).write_text(json.dumps(record, indent=1, sort_keys=True))
 
     @override
     @rank_zero_only
