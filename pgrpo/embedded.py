@@ -34,8 +34,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from pgrpo.cache import (announce_build, announce_cached, cache_dir as default_cache_dir, duration, files_digest,
-                         progress_ticker)
+from pgrpo.cache import (announce, announce_build, announce_cached, cache_dir as default_cache_dir, duration,
+                         files_digest, progress_ticker)
 
 # Bump when a build step changes in a way the constants and sources hashed below do not capture.
 RECIPE_VERSION = 4
@@ -69,6 +69,10 @@ PINS_KERNELS = platform.machine().lower() in ("x86_64", "amd64")
 PRETRAIN_STEPS_ENV = "PGRPO_PRETRAIN_STEPS"
 MARKER = "pgrpo_embedded.json"  # written last; a directory without it is not a finished build
 STALE_TMP_SECONDS = 3600  # a build takes seconds; an older temp dir belongs to a killed build
+# Builds kept in the repository (results/bases/<build id>/, each with a SHA256SUMS of its files): a recipe whose id
+# names one is restored from those bytes, not rebuilt. Absent where pgrpo is installed without its repository.
+KEPT_BUILDS = Path(__file__).resolve().parents[1] / "results" / "bases"
+CHECKSUMS = "SHA256SUMS"  # `sha256sum` writes and checks it: `cd results/bases/<build> && sha256sum -c SHA256SUMS`
 # The build's time as announced, measured on 2 cores (pretraining runs on 2 threads on any machine):
 # tokenizer, corpus and saving, then each pretraining step.
 BUILD_SECONDS, PRETRAIN_STEP_SECONDS = 12, 0.79  # pinned (PINNED_KERNELS): MKL's COMPATIBLE path costs 2x
@@ -324,8 +328,9 @@ def embedded_default_path(cache_dir: Path | None = None, openings: str = "shared
     seconds = BUILD_SECONDS + steps * PRETRAIN_STEP_SECONDS
     work = f"tokenizer and {steps} pretraining steps, ~{duration(seconds)} on 2 cores"
     try:
-        with announce_build("embedded base model", final, work):
-            build_pinned(tmp, openings)
+        if not restore_kept_build(KEPT_BUILDS / final.name, tmp):
+            with announce_build("embedded base model", final, work):
+                build_pinned(tmp, openings)
         if final.is_dir() and not (final / MARKER).is_file():
             shutil.rmtree(final)  # only a rename creates `final`, so this one was not made by a build
         try:
@@ -337,6 +342,43 @@ def embedded_default_path(cache_dir: Path | None = None, openings: str = "shared
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def restore_kept_build(kept: Path, out_dir: Path) -> bool:
+    """Copy the build kept in `kept` into `out_dir`, every file's sha256 checked against its SHA256SUMS: True when
+    restored. A build takes minutes and its last bits depend on the machine; the kept bytes are the ones the kept
+    results trained on. No kept build: False, silently; a corrupt or incomplete one: False, with one line saying
+    why (the caller builds instead)."""
+    if not kept.is_dir():
+        return False
+    start = time.perf_counter()
+    try:
+        sums = read_checksums(kept / CHECKSUMS)
+        if MARKER not in sums:
+            raise ValueError(f"{CHECKSUMS} does not list {MARKER}")
+        for name, expected in sums.items():
+            shutil.copyfile(kept / name, out_dir / name)
+            if (actual := _sha256(out_dir / name)) != expected:
+                raise ValueError(f"{name} has sha256 {actual[:16]}, {CHECKSUMS} says {expected[:16]}")
+    except (OSError, ValueError) as err:
+        for path in out_dir.iterdir():
+            path.unlink()
+        announce(f"embedded base model: the kept build in {kept} is not used ({err}); building it instead")
+        return False
+    announce(f"embedded base model: restored from {kept} (sha256 of its {len(sums)} files checked) in "
+             f"{duration(time.perf_counter() - start)}")
+    return True
+
+
+def read_checksums(path: Path) -> dict[str, str]:
+    """`sha256sum`'s output (one `<sha256>  <file>` a line) as {file: sha256}; a line of another shape is an error."""
+    sums = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        digest, _, name = line.partition("  ")
+        if len(digest) != 64 or not name or "/" in name:
+            raise ValueError(f"{path}:{number}: not a `<sha256>  <file>` line: {line!r:.100}")
+        sums[name] = digest
+    return sums
 
 
 def _remove_stale_builds(root: Path) -> None:

@@ -12,6 +12,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from pgrpo import embedded
 from pgrpo.embedded import MARKER, build_embedded_default, embedded_default_path, recipe_hash
+from pgrpo.env.exploits import OPENINGS
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +187,61 @@ def test_cache_ignores_half_builds_and_removes_stale_ones(tmp_path: Path):
     path = embedded_default_path(tmp_path)
     assert path == unfinished and (path / MARKER).is_file()
     assert fresh.is_dir() and not stale.exists()
+
+
+def keep(build: Path, store: Path, name: str) -> Path:
+    """A kept build as the repository holds one: the files and their SHA256SUMS."""
+    kept = store / name
+    kept.mkdir(parents=True)
+    for path in build.iterdir():
+        (kept / path.name).write_bytes(path.read_bytes())
+    sums = subprocess.run(["sha256sum", *sorted(p.name for p in kept.iterdir())], cwd=kept, capture_output=True,
+                          text=True, check=True).stdout
+    (kept / embedded.CHECKSUMS).write_text(sums)
+    return kept
+
+
+def test_a_kept_build_of_the_recipe_is_restored_not_rebuilt(built: Path, tmp_path: Path, monkeypatch, capsys):
+    kept = keep(built, tmp_path / "kept", f"embedded-{recipe_hash()}")
+    monkeypatch.setattr(embedded, "KEPT_BUILDS", tmp_path / "kept")
+    monkeypatch.setattr(embedded, "build_pinned", lambda out, openings: pytest.fail("built although one is kept"))
+
+    path = embedded_default_path(tmp_path / "cache")
+    assert sorted(p.name for p in path.iterdir()) == sorted(p.name for p in built.iterdir())
+    assert all((path / p.name).read_bytes() == p.read_bytes() for p in built.iterdir())
+    assert capsys.readouterr().err.splitlines()[0].startswith(f"embedded base model: restored from {kept} (sha256 ")
+
+
+def test_a_corrupt_kept_build_is_rebuilt_with_one_line_saying_why(built: Path, tmp_path: Path, monkeypatch, capsys):
+    kept = keep(built, tmp_path / "kept", f"embedded-{recipe_hash()}")
+    weights = bytearray((kept / "model.safetensors").read_bytes())
+    weights[-1] ^= 1  # one bit flipped: a damaged copy
+    (kept / "model.safetensors").write_bytes(weights)
+    monkeypatch.setattr(embedded, "KEPT_BUILDS", tmp_path / "kept")
+    rebuilt = []
+    monkeypatch.setattr(embedded, "build_pinned", lambda out, openings: rebuilt.append((out / MARKER).write_text("{}")))
+
+    path = embedded_default_path(tmp_path / "cache")
+    assert rebuilt and [p.name for p in path.iterdir()] == [MARKER]  # nothing of the kept copy is left in it
+    why = capsys.readouterr().err.splitlines()[0]
+    assert why.startswith(f"embedded base model: the kept build in {kept} is not used (model.safetensors has sha256 ")
+    assert why.endswith("; building it instead")
+
+
+def test_a_kept_build_with_a_malformed_checksum_line_names_the_file_and_line(tmp_path: Path):
+    (tmp_path / embedded.CHECKSUMS).write_text(f"{'0' * 64}  config.json\nnot a checksum\n")
+    with pytest.raises(ValueError, match=rf"{embedded.CHECKSUMS}:2: not a `<sha256>  <file>` line: 'not a checksum'"):
+        embedded.read_checksums(tmp_path / embedded.CHECKSUMS)
+
+
+@pytest.mark.parametrize("openings", OPENINGS)
+def test_the_repository_keeps_the_default_recipes_builds_intact(openings: str, monkeypatch):
+    """A first run restores the base in seconds only while its recipe (pinned versions included) is kept: a recipe
+    change, or a constraints update, must keep its new build in results/bases/ (`make` a run, then copy the cache's
+    build there with its `sha256sum * > SHA256SUMS`)."""
+    monkeypatch.delenv(embedded.PRETRAIN_STEPS_ENV, raising=False)  # the tests' short recipe is never kept
+    kept = embedded.KEPT_BUILDS / f"embedded-{recipe_hash(openings)}"
+    assert kept.is_dir(), f"no kept build of the {openings!r} recipe in {embedded.KEPT_BUILDS}: a first run builds it"
+    sums = embedded.read_checksums(kept / embedded.CHECKSUMS)
+    assert sums == {p.name: embedded._sha256(p) for p in kept.iterdir() if p.name != embedded.CHECKSUMS}
+    assert json.loads((kept / MARKER).read_text())["recipe_hash"] == recipe_hash(openings)
