@@ -86,6 +86,7 @@ class Run:
     scalars: Scalars
     config: dict | None  # the config.yaml the CLI saved beside the event files; None if missing or unreadable
     base: dict | None = None  # the base it recorded (load_base); None for a run from before runs recorded it
+    code: list[dict] | None = None  # the code each part of it ran (load_code); None from before runs recorded it
 
 
 def find_runs(logdir: str | Path) -> list[Run]:
@@ -100,7 +101,8 @@ def find_runs(logdir: str | Path) -> list[Run]:
         if HACK not in scalars or SOLVE not in scalars:
             continue  # e.g. a run that died before its first step
         arm = run_dir.parent.relative_to(logdir).as_posix() if run_dir != logdir else run_dir.parent.name
-        runs.append(Run(arm, run_dir.name, run_dir, scalars, load_config(run_dir), load_base(run_dir)))
+        runs.append(Run(arm, run_dir.name, run_dir, scalars, load_config(run_dir), load_base(run_dir),
+                        load_code(run_dir)))
     return sorted(runs, key=lambda r: (r.arm, r.seed))
 
 
@@ -122,6 +124,7 @@ def first_steps(scalars: Scalars, n: int) -> Scalars:
 
 BASE_FILE = "base.json"  # what a run records of its base (pgrpo.summary.RunSummary, models.base_record)
 BASIS_FILE = "basis.json"  # which V it trained with: digest, k and how it was built (pgrpo.summary.RunSummary)
+CODE_FILE = "code.json"  # the code it ran, a record per part of it (pgrpo.summary.RunSummary, pgrpo.provenance)
 
 
 def load_base(run_dir: Path) -> dict | None:
@@ -131,6 +134,24 @@ def load_base(run_dir: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return base if isinstance(base, dict) and "digest" in base else None
+
+
+def load_code(run_dir: Path) -> list[dict] | None:
+    """The code each part of a run ran (a resumed run's later steps ran the code of its resume), as
+    pgrpo.provenance.code_record gives it; None for a run from before runs recorded it. A file of another shape is
+    refused, naming it: a run whose code cannot be read is not one whose code went unrecorded."""
+    path = run_dir / CODE_FILE
+    if not path.is_file():
+        return None
+    try:
+        parts = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a run's code record ({err})") from err
+    if not (isinstance(parts, list) and parts
+            and all(isinstance(p, dict) and ("commit" in p or "version" in p) for p in parts)):
+        raise ValueError(f"{path}: not a run's code record (a list of {{commit, clean, changed}} or {{version}} "
+                         f"records): {parts!r:.200}")
+    return parts
 
 
 def load_config(run_dir: Path) -> dict | None:

@@ -13,9 +13,10 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
-from pgrpo.events import BASE_FILE, BASIS_FILE, Scalars, read_scalars
+from pgrpo.events import BASE_FILE, BASIS_FILE, CODE_FILE, Scalars, load_code, read_scalars
 from pgrpo.interventions import Intervention
 from pgrpo.models import base_record
+from pgrpo.provenance import code_record, describe
 
 WINDOW = 5  # steps averaged at the start and at the end, as `pgrpo report` does at the end
 
@@ -37,12 +38,15 @@ class RunSummary(L.Callback):
         self.window = window
         self._start = time.perf_counter()
         self._basis_recorded = False  # set again at each fit's start: a callback may serve more than one fit
+        self._code = code_record()  # as the process starts, before a build's minutes leave time to edit the tree
+        self._parts: list[dict] = []  # the code each part of the run ran, as code.json holds it
 
     @override
     def on_train_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
         self._basis_recorded = False
         self._record_base(trainer, pl_module)
+        self._record_code(trainer)
 
     @rank_zero_only
     def _record_base(self, trainer, pl_module) -> None:
@@ -51,6 +55,18 @@ class RunSummary(L.Callback):
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             (run_dir / BASE_FILE).write_text(json.dumps(base_record(pl_module.model_name), indent=1))
+
+    @rank_zero_only
+    def _record_code(self, trainer) -> None:
+        """code.json beside the curves: the code this fit runs, after the code of the run's earlier parts where it
+        resumes one (a resumed run's later steps ran the code of its resume)."""
+        run_dir = board_dir(trainer)
+        if run_dir is None:
+            return
+        earlier = (load_code(run_dir) or []) if trainer.ckpt_path else []
+        self._parts = earlier if earlier[-1:] == [self._code] else earlier + [self._code]
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / CODE_FILE).write_text(json.dumps(self._parts, indent=1))
 
     @override
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -77,12 +93,12 @@ class RunSummary(L.Callback):
             return
         board.experiment.flush()  # the events on disk are what the summary reads
         print(summary(read_scalars(board.log_dir), Path(board.log_dir), pl_module.intervention, trainer.global_step,
-                      time.perf_counter() - self._start, self.window, pl_module.model_name.startswith("embedded")),
-              flush=True)
+                      time.perf_counter() - self._start, self.window, pl_module.model_name.startswith("embedded"),
+                      self._parts), flush=True)
 
 
 def summary(scalars: Scalars, run_dir: Path, intervention: Intervention, steps: int, seconds: float,
-            window: int = WINDOW, embedded: bool = True) -> str:
+            window: int = WINDOW, embedded: bool = True, code: list[dict] | None = None) -> str:
     def mean(tag: str, at_end: bool) -> str:
         values = [v for _, v in scalars.get(tag, [])]
         values = values[-window:] if at_end else values[:window]
@@ -117,6 +133,12 @@ def summary(scalars: Scalars, run_dir: Path, intervention: Intervention, steps: 
     lines += [
         "  hack = passed the flawed grader but failed the strict oracle; solve = the oracle accepts it",
         f"  events: {run_dir}   checkpoints: {run_dir / 'checkpoints'}",
+    ]
+    if code:  # a resumed run's earlier parts first
+        dirty = any(not part.get("clean", True) for part in code)
+        lines.append("  code: " + ", then ".join(describe(part) for part in code)
+                     + (f" (the changes: {run_dir / CODE_FILE})" if dirty else ""))
+    lines += [
         "next:",
         f"  tensorboard --logdir {run_dir.parent.parent}",
         f"  pgrpo fit --config {run_dir / 'config.yaml'} {change} --trainer.logger.init_args.name {run_dir.parent.name}_{other}      # the arm to compare with, on this model",

@@ -77,3 +77,24 @@ def test_a_placebos_summary_names_it_a_placebo_and_offers_its_method_to_compare_
             f"--trainer.logger.init_args.name random_v_real") in text
     text = summary({"hack/student": [(0, 0.0)]}, run, ProbePenalty(detector="random"), 1, 1.0)
     assert "'probe_penalty placebo (detector: random)' arm" in text
+
+
+def test_a_fit_records_the_code_it_ran_and_a_resumed_fit_the_code_of_each_part(tmp_path, monkeypatch, capsys):
+    import json
+
+    import pgrpo.summary as summary_mod
+    from pgrpo.cli import main
+    from test_cli import fast
+
+    first = {"commit": "a" * 40, "clean": True, "changed": []}
+    monkeypatch.setattr(summary_mod, "code_record", lambda: first)
+    main(fast("vanilla", tmp_path, 1))
+    run = tmp_path / "vanilla" / "version_0"
+    assert json.loads((run / "code.json").read_text()) == [first]
+    assert "\n  code: commit aaaaaaaaaaaa (clean)\n" in capsys.readouterr().out
+    second = {"commit": "b" * 40, "clean": False, "changed": [" M pgrpo/loss.py"]}  # resumed from an edited tree
+    monkeypatch.setattr(summary_mod, "code_record", lambda: second)
+    main(fast("vanilla", tmp_path, 2, "--ckpt_path=last"))
+    assert json.loads((run / "code.json").read_text()) == [first, second]
+    assert (f"\n  code: commit aaaaaaaaaaaa (clean), then commit bbbbbbbbbbbb (dirty: 1 uncommitted change) (the "
+            f"changes: {run / 'code.json'})\n") in capsys.readouterr().out
