@@ -2,11 +2,12 @@
 
 Layout: <logs>/<sweep>/<arm>/seed<k>/ holds one cell's TensorBoard events,
 config.yaml, checkpoints/, fit.log (its output) and cell.json (its arguments,
-status, time and the machines that ran it). `pgrpo report <logs>/<sweep>` reads this layout back.
+status, time, the machines that ran it and the code each part of it ran).
+`pgrpo report <logs>/<sweep>` reads this layout back.
 
-With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json,
-config.yaml, base.json, end_eval.json, fit.log and scalars (scalars.json.gz, in place of the event files), about
-70 KB, and its last.ckpt while a later stage of the plan is to go on from it, to be committed as cells land. A
+With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json, config.yaml,
+base.json, basis.json, code.json, end_eval.json, fit.log and scalars (scalars.json.gz, in place of the event files),
+about 70 KB, and its last.ckpt while a later stage of the plan is to go on from it, to be committed as cells land. A
 sweep that takes several sessions of a machine whose logs do not outlive it then resumes from a fresh clone, and
 `pgrpo report <results>/<sweep>` reads it as it reads logs.
 
@@ -30,9 +31,10 @@ from pathlib import Path
 from pgrpo.cache import announce
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
-from pgrpo.events import (BASE_FILE, BASIS_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base, load_config,
-                          read_scalars, setting)
+from pgrpo.events import (BASE_FILE, BASIS_FILE, CODE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base,
+                          load_code, load_config, read_scalars, setting)
 from pgrpo.models import cached_digest, merges_published_update, model_id, same_base
+from pgrpo.provenance import NOT_CODE, REPOSITORY, code_record
 from pgrpo.substrate import cpu_kind, machine
 
 CELL_FILE = "cell.json"
@@ -100,6 +102,7 @@ def sweep(
     logs: str = "logs",
     configs: str = "configs",
     results: str | None = None,
+    protocol: str | None = None,
 ) -> None:
     """Run arms x seeds, each cell in its own `pgrpo fit` process; rerun to resume.
 
@@ -131,6 +134,11 @@ def sweep(
             config, base, end-of-run evaluation, output and scalars; its last checkpoint only while a later stage
             is to go on from it). A cell kept there with the same arguments is skipped, so a rerun from a fresh
             clone goes on where the committed results stop.
+        protocol: the protocol the plan runs under, e.g. docs/bench/protocol-2.md: it makes the plan confirmatory,
+            and a confirmatory plan runs committed code only (its cells' numbers are then what the commit computes,
+            which each cell records in code.json and cell.json): the sweep refuses to start from a checkout with
+            uncommitted changes (results/ aside: the cells it keeps land there before they are committed), naming
+            them.
     """
     if workers < 1 or (threads is not None and threads < 1):
         raise SystemExit(f"--workers {workers} --threads {threads}: each must be at least 1")
@@ -152,6 +160,8 @@ def sweep(
             refuse_other_arguments(kept_root / cell.relative_to(root), argvs, kept=True)
     if kept_root:
         refuse_another_cached_base(kept_root)
+    if protocol:
+        refuse_uncommitted_code(protocol)
     total = sum(len(cells) for cells in stage_cells)
     failed, done = [], iter(range(1, total + 1))
     lock = threading.Lock()
@@ -268,6 +278,8 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
             and lengthens(kept_record, argv, kept, need_checkpoint=False)):
         (cell / LAST).parent.mkdir(parents=True)  # the kept run goes on where it stopped, not again from step 0
         copy_whole(kept / KEPT_CHECKPOINT, cell / LAST)
+        if (kept / CODE_FILE).is_file():  # the code of its earlier parts, which the resumed run goes on from
+            shutil.copyfile(kept / CODE_FILE, cell / CODE_FILE)
         resume = True
     cell.mkdir(parents=True, exist_ok=True)
     # every machine that ran a part of it, in order: a resumed cell's later steps ran where the rerun did
@@ -279,8 +291,9 @@ def run_cell(cell: Path, argv: list[str], later: list[list[str]] = [], threads: 
     rc = run_fit(argv + ([f"--ckpt_path={cell / LAST}"] if resume else []), cell / "fit.log", threads)
     seconds = time.perf_counter() - start
     unevaluated = rc == 0 and not evaluated(cell)
+    code = load_code(cell)  # the code each part of it ran, as the run recorded it (a run from before did not)
     write_record(cell, {"argv": argv, "status": "done" if rc == 0 and not unevaluated else "failed", "returncode": rc,
-                        "seconds": round(seconds, 1), "ran_on": ran_on})
+                        "seconds": round(seconds, 1), "ran_on": ran_on} | ({"code": code} if code else {}))
     if unevaluated:
         with open(cell / "fit.log", "a") as log:
             log.write(f"pgrpo sweep: the run exited 0 without its end-of-run evaluation ({END_EVAL_FILE} at its "
@@ -302,6 +315,22 @@ def evaluated(cell: Path) -> bool:
         return True
     steps = setting(config, "trainer.max_steps", -1)
     return evaluated_at(cell, steps if steps >= 0 else None)  # -1: the epochs decide where it stopped
+
+
+def refuse_uncommitted_code(protocol: str) -> None:
+    """Before any cell of a confirmatory plan runs: refuse a pgrpo whose code is not committed as it stands, naming
+    each uncommitted change (pgrpo.provenance: git status of its checkout, the kept results aside)."""
+    if not Path(protocol).is_file():
+        raise SystemExit(f"--protocol {protocol}: no such file (a confirmatory plan names the protocol it runs under)")
+    code = code_record()
+    if "commit" not in code:
+        raise SystemExit(f"--protocol {protocol}: a confirmatory plan runs committed code only, but pgrpo "
+                         f"{code['version']} does not run from its git checkout, so that cannot be told; run the plan "
+                         f"from a clone of the repository")
+    if not code["clean"]:
+        raise SystemExit(f"--protocol {protocol}: a confirmatory plan runs committed code only, but the checkout "
+                         f"{REPOSITORY} has uncommitted changes ({NOT_CODE}/ aside):\n  " + "\n  ".join(code["changed"])
+                         + "\ncommit or remove them, then rerun")
 
 
 class OtherBase(Exception):
@@ -348,9 +377,9 @@ def refuse_another_cached_base(store: Path) -> None:
 
 
 def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
-    """Copy a finished cell's record, config, base, end-of-run evaluation, output and scalars to `kept`, and its last
-    checkpoint where a later stage goes on from it (`checkpoint`); its record last, so that a copy cut short is
-    never taken for this run finished. Refused (OtherBase) for a cell whose base has another model_id or other bytes
+    """Copy a finished cell's record, config, base, V's record, code, end-of-run evaluation, output and scalars to
+    `kept`, and its last checkpoint where a later stage goes on from it (`checkpoint`); its record last, so that a
+    copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base has another model_id or other bytes
     than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the same model name; a stage on another
     model (the distinct-openings twin) is its own.
 
@@ -378,7 +407,7 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
                 (kept / name).rename(kept / shorter)
     kept.mkdir(parents=True, exist_ok=True)
     keep_scalars(scalars, kept / KEPT_SCALARS)  # a superset of what was kept: a copy cut short loses nothing
-    for name in (BASE_FILE, BASIS_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
+    for name in (BASE_FILE, BASIS_FILE, CODE_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)
     if checkpoint and (cell / LAST).is_file():

@@ -27,7 +27,7 @@ class FakeFit:
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
                  base_digest: str | None = None, base_model: str = "embedded", base_id: str | None = None,
                  curve: float = 0.5, unevaluated: set[str] = frozenset(), stop_at: int | None = None,
-                 sparse_steps: frozenset[int] = frozenset()):
+                 sparse_steps: frozenset[int] = frozenset(), code: dict | None = None):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
@@ -36,6 +36,7 @@ class FakeFit:
         self.base_digest, self.base_model, self.curve = base_digest, base_model, curve
         self.sparse_steps = sparse_steps  # the steps a tag logged only now and then (a loophole mode's rate) lands on
         self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
+        self.code = code  # the code it records running (RunSummary: after a resumed run's earlier parts)
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
@@ -59,6 +60,10 @@ class FakeFit:
         if not (first and cell.parent.name in self.unevaluated):
             (cell / "end_eval.json").write_text(json.dumps({"step": max_steps, "train": {"samples": 336}}))
         (cell / "basis.json").write_text(json.dumps({"digest": "bb" * 32, "k_total": 4, "meta": {}}))
+        if self.code:
+            resumed = any(a.startswith("--ckpt_path=") for a in argv) and (cell / "code.json").is_file()
+            earlier = json.loads((cell / "code.json").read_text()) if resumed else []
+            (cell / "code.json").write_text(json.dumps(earlier + [self.code]))
         if self.base_digest:  # what models.base_record writes
             (cell / "base.json").write_text(json.dumps({"model": self.base_model, "model_id": self.base_id,
                                                         "digest": self.base_digest}))
@@ -121,6 +126,60 @@ def test_a_cell_records_each_machine_that_ran_a_part_of_it(tmp_path, monkeypatch
     record = lambda arm: json.loads((tmp_path / "demo" / arm / "seed0" / "cell.json").read_text())["ran_on"]
     assert record("vanilla") == ["AMD EPYC (torch AVX512)", "Intel Xeon (torch AVX512) + NVIDIA H100"]  # resumed
     assert record("erase") == ["AMD EPYC (torch AVX512)"]  # finished on the first machine: skipped on the second
+
+
+COMMIT_A = {"commit": "a" * 40, "clean": True, "changed": []}
+COMMIT_B = {"commit": "b" * 40, "clean": False, "changed": [" M pgrpo/loss.py"]}
+
+
+def test_a_cell_records_and_keeps_the_code_each_part_of_it_ran(tmp_path, monkeypatch):
+    results = str(tmp_path / "results")
+    with pytest.raises(SystemExit):
+        run_sweep(tmp_path, FakeFit(checkpoint_then_fail={"vanilla"}, code=COMMIT_A), monkeypatch, "--results", results)
+    run_sweep(tmp_path, FakeFit(code=COMMIT_B), monkeypatch, "--results", results)
+    kept = tmp_path / "results" / "demo"
+    for cell in (tmp_path / "demo" / "vanilla" / "seed0", kept / "vanilla" / "seed0"):  # resumed at another commit
+        assert json.loads((cell / "cell.json").read_text())["code"] == [COMMIT_A, COMMIT_B]
+    assert json.loads((kept / "vanilla" / "seed0" / "code.json").read_text()) == [COMMIT_A, COMMIT_B]
+    assert json.loads((kept / "erase" / "seed0" / "cell.json").read_text())["code"] == [COMMIT_A]
+
+
+def test_a_kept_cell_resumed_from_its_kept_checkpoint_keeps_the_code_of_its_earlier_part(tmp_path, monkeypatch):
+    plan = write_plan(tmp_path, LENGTHENED, results=tmp_path / "results")
+    with pytest.raises(SystemExit):  # the machine goes after stage 1
+        run_plan(tmp_path, plan, FakeFit(stop_at=100, code=COMMIT_A), monkeypatch)
+    shutil.rmtree(tmp_path / "demo")  # a fresh clone, at another commit
+    run_plan(tmp_path, plan, FakeFit(code=COMMIT_B), monkeypatch)
+    kept = tmp_path / "results" / "demo" / "erase" / "seed0"
+    assert json.loads((kept / "cell.json").read_text())["code"] == [COMMIT_A, COMMIT_B]
+
+
+def test_a_confirmatory_plan_refuses_to_start_from_uncommitted_code_naming_the_changes(tmp_path, monkeypatch):
+    protocol = tmp_path / "protocol.md"
+    protocol.write_text("the question, the settings, the decision rules\n")
+    plan = write_plan(tmp_path, "  - arms: [vanilla]\n")
+    plan.write_text(plan.read_text() + f"protocol: {protocol}\n")
+    monkeypatch.setattr(sweep_mod, "code_record", lambda: COMMIT_B)
+    nothing = FakeFit()
+    with pytest.raises(SystemExit, match=r"runs committed code only, but the checkout .* has uncommitted changes "
+                                         r"\(results/ aside\):\n   M pgrpo/loss.py\n"):
+        run_plan(tmp_path, plan, nothing, monkeypatch)
+    assert nothing.calls == []
+    monkeypatch.setattr(sweep_mod, "code_record", lambda: {"version": "0.1.0"})
+    with pytest.raises(SystemExit, match="pgrpo 0.1.0 does not run from its git checkout"):
+        run_plan(tmp_path, plan, nothing, monkeypatch)
+    monkeypatch.setattr(sweep_mod, "code_record", lambda: COMMIT_A)
+    committed = FakeFit()
+    run_plan(tmp_path, plan, committed, monkeypatch)
+    assert len(committed.calls) == 2
+    plan.write_text(plan.read_text().replace(str(protocol), str(tmp_path / "protocol-3.md")))
+    with pytest.raises(SystemExit, match="protocol-3.md: no such file"):
+        run_plan(tmp_path, plan, nothing, monkeypatch)
+
+
+def test_the_confirmatory_plan_names_the_protocol_it_runs_under():
+    plan = yaml.safe_load((REPO / "configs" / "sweeps" / "confirmatory-2.yaml").read_text())
+    assert plan["protocol"] == "docs/bench/protocol-2.md" and (REPO / plan["protocol"]).is_file()
 
 
 def test_a_cell_that_never_checkpointed_restarts_from_a_clean_directory(tmp_path, monkeypatch):
