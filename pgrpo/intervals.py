@@ -1,4 +1,5 @@
-"""95% intervals, as EVIDENCE.md asks for every number: Wilson's for one run's rate, Student's t over seeds."""
+"""95% intervals, as EVIDENCE.md asks for every number: Wilson's for one run's rate, Student's t over seeds,
+Newcombe's for the difference of two runs' rates."""
 
 import math
 import statistics

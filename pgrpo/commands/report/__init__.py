@@ -2,13 +2,16 @@
 
 Each arm's runs are paired with its baseline's by seed; the table gives the last steps' means, the paired
 differences with their 95% intervals, and each run's kind (method, control, oracle skyline, positive control).
+The terminal gets the arms' end hack and solve and the figures (brief.py); report.md, every table.
 """
 
 from dataclasses import replace
 from pathlib import Path
 
+from pgrpo.commands.report.brief import brief
 from pgrpo.commands.report.decisions import decision_table
-from pgrpo.commands.report.kinds import arm_kind, one_base, paired_baselines, pick_baseline, pick_honest, placebos
+from pgrpo.commands.report.kinds import (arm_kind, code_line, one_base, paired_baselines, pick_baseline,
+                                         pick_honest, placebos)
 from pgrpo.commands.report.plots import plot_curves, plot_matched
 from pgrpo.commands.report.stats import ACTIVE, HACK, SOLVE, START
 from pgrpo.commands.report.tables import (SUMMARY_COLUMNS, arm_table, end_table, explanation, markdown, mode_table,
@@ -17,11 +20,20 @@ from pgrpo.events import Run, find_runs, first_steps, run_length
 
 def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5,
            arms: list[str] | None = None, steps: int | None = None, plan: str | None = None,
-           protocol: str | None = None) -> None:
-    """Print a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest arm,
-    hacked runs, the gap to each method's placebo, cin) and write PNG curves and a hack-against-solve plot.
+           protocol: str | None = None, full: bool = False) -> None:
+    """Print each arm's end hack and end solve with their difference from vanilla; write the full report to report.md.
 
-    Per arm: its kind (vanilla, method, control = a negative control, oracle skyline = a ground-truth
+    The full report: a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest
+    arm, hacked runs, the gap to each method's placebo, cin) and the tables below it, beside PNG curves and a
+    hack-against-solve plot.
+
+    Printed: one line saying what is compared (the arms, seeds, steps, and the end-of-run evaluation's samples per
+    run), then per arm its end hack and end solve with their 95% intervals and, on the line under it, its
+    difference from vanilla paired by seed (the t-interval over seeds; Newcombe's interval for one seed each);
+    for runs without an end-of-run evaluation (end_eval.json), their last-5-step means instead, as the heading
+    says. Then one line per figure and the path of report.md.
+
+    In report.md, per arm: its kind (vanilla, method, control = a negative control, oracle skyline = a ground-truth
     intervention that uses the oracle's labels, positive control = the honest arm with no loophole);
     hack and solve of the student samples as the mean over seeds of each run's last-5-step mean ± the
     sample std across seeds; the paired difference with vanilla at the same seed (Δ), flagged (n.s.) when
@@ -60,9 +72,10 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         protocol: the protocol the runs were planned under (docs/bench/protocol.md): the report names its
             commit and applies its decision rules (pgrpo/commands/report/decisions.py) in a table of their own
             (decisions.md).
+        full: print the full report (report.md) rather than its short table.
     """
     if plan is None:
-        write_report(find_runs(logdir), logdir, baseline, out, last, arms, steps, protocol, select=True)
+        write_report(find_runs(logdir), logdir, baseline, out, last, arms, steps, protocol, select=True, full=full)
         return
     from pgrpo.commands.sweep import arm_name, read_plan
 
@@ -81,18 +94,20 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
         # rule S picks the later stages' methods from the first stage's table alone
         write_report([r for r in runs if (r.arm, r.seed) in cells], logdir, baseline,
                      str(Path(out or Path(logdir) / "report") / f"stage{i}"), last, stage_arms, stage_steps, protocol,
-                     select=i == 1)
+                     select=i == 1, full=full)
 
 
 def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | None, last: int,
-                 arms: list[str] | None, steps: int | None, protocol: str | None, select: bool) -> None:
-    """`report` of these runs (of these arms); `select`: print the methods rule S selects under the decisions."""
-    notes = []
+                 arms: list[str] | None, steps: int | None, protocol: str | None, select: bool,
+                 full: bool) -> None:
+    """`report` of these runs (of these arms); `select`: print the methods rule S selects under the decisions;
+    `full`: print the full report, not its short table."""
+    cautions = []  # what qualifies the numbers: printed with the short table too
     if steps is not None:
         short = [r for r in runs if run_length(r) < steps and (arms is None or r.arm in arms)]
         if short:
-            notes.append(f"Left out, shorter than {steps} steps: "
-                         + ", ".join(f"`{r.arm}/{r.seed}` ({run_length(r)})" for r in short) + ".")
+            cautions.append(f"Left out, shorter than {steps} steps: "
+                            + ", ".join(f"`{r.arm}/{r.seed}` ({run_length(r)})" for r in short) + ".")
         runs = [replace(r, scalars=first_steps(r.scalars, steps)) for r in runs if run_length(r) >= steps]
     if not runs:
         raise SystemExit(f"no runs with {HACK} and {SOLVE} curves under {logdir}")
@@ -136,14 +151,16 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     for arm, rs in by_arm.items():
         lengths = sorted({run_length(r) for r in rs})
         if len(lengths) > 1:
-            notes.append(f"`{arm}`'s runs have unequal lengths ({', '.join(map(str, lengths))} steps): their last "
-                         f"steps are not the same steps (`--steps N` reads them all at N).")
+            cautions.append(f"`{arm}`'s runs have unequal lengths ({', '.join(map(str, lengths))} steps): their last "
+                            f"steps are not the same steps (`--steps N` reads them all at N).")
     title = f"# pgrpo report: {logdir}" + (f", the first {steps} steps" if steps is not None else "")
+    notes = list(cautions)
     if protocol:
         notes.insert(0, f"Protocol: `{protocol}` as of commit `{protocol_commit(protocol)}`; its decision rules "
                         f"are applied in the decision table below.")
     if bases:
         notes.append(bases)
+    notes.append(code_line(by_arm))  # the commits the runs ran at, or that they did not say
     header, rows = arm_table(by_arm, pairs, honest, last)
     arms_md = markdown(header, rows)
     parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged,
@@ -178,7 +195,7 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")
     text = "\n\n".join(parts) + "\n"
     (out_dir / "report.md").write_text(text)
-    print(text, end="")
+    print(text if full else brief(by_arm, pairs, last, cautions, [*plots, matched], out_dir / "report.md"), end="")
 
 
 def protocol_commit(path: str) -> str:

@@ -60,7 +60,7 @@ def protocol(tmp_path) -> Path:
 
 
 def decisions(root: Path, protocol: Path, capsys) -> dict[str, dict[str, str]]:
-    main(["report", str(root), "--protocol", str(protocol), "--out", str(root / "out")])
+    main(["report", str(root), "--protocol", str(protocol), "--out", str(root / "out"), "--full"])
     out = capsys.readouterr().out
     commit = subprocess.run(["git", "log", "-1", "--format=%h"], cwd=protocol.parent, capture_output=True,
                             text=True, check=True).stdout.strip()

@@ -85,6 +85,8 @@ def sweep_dir(tmp_path_factory) -> Path:
 def expected(root: Path) -> str:
     return f"""# pgrpo report: {root}
 
+Code: not recorded by 5 runs (from before runs recorded their code).
+
 Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed; (n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: these seeds cannot separate the two arms. solve − honest: – (this sweep has no honest arm, data.modes none). hacked = runs that at some step hacked more samples than they solved. placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks less. cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
 
 | arm | kind | seeds | hack | solve | Δhack | Δsolve | solve − honest | hacked | placebo gap | cin_student | null_student | cin_teacher | null_teacher | deploy hack | deploy solve |
@@ -106,8 +108,58 @@ Curves: {root}/report/hack.png, {root}/report/solve.png; hack against solve per 
 
 
 def test_report_prints_exactly_the_expected_tables_and_skips_what_is_not_a_run(sweep_dir, capsys):
-    main(["report", str(sweep_dir)])
+    main(["report", str(sweep_dir), "--full"])
     assert capsys.readouterr().out == expected(sweep_dir)
+    assert (sweep_dir / "report" / "report.md").read_text() == expected(sweep_dir)
+
+
+def test_by_default_the_terminal_gets_the_end_rates_their_differences_the_figures_and_where_the_rest_is(tmp_path,
+                                                                                                        capsys):
+    # as `make demo` leaves logs/demo: one seed of each arm, each ending on its end-of-run evaluation
+    root = tmp_path / "demo"
+    for arm, hacks, solves in (("vanilla", 199, 18), ("erase", 133, 27)):
+        write_run(root / arm / "seed0", "none" if arm == "vanilla" else "erase",
+                  {"hack/student": 0.5, "solve/student": 0.2},
+                  sparse={"end/hack": {STEPS - 1: hacks / 336}, "end/solve": {STEPS - 1: solves / 336},
+                          "end/samples": {STEPS - 1: 336.0}})
+    main(["report", str(root)])
+    out = capsys.readouterr().out
+    report = root / "report"
+    assert out == f"""vanilla vs erase: 1 seed each, {STEPS} steps, end-of-run evaluation on 336 samples per run
+
+arm          end hack                 end solve
+vanilla      0.592 [0.539, 0.643]     0.054 [0.034, 0.083]
+erase        0.396 [0.345, 0.449]     0.080 [0.056, 0.114]
+  − vanilla  -0.196 [-0.269, -0.121]  +0.027 [-0.012, +0.066]
+
+− ARM: the arm above minus ARM, paired by seed.
+[..]: 95% intervals (Wilson's for a run, t over seeds, Newcombe's for one seed's difference).
+
+{report}/hack.png     hack rate per step, one line per arm (mean ± std over seeds)
+{report}/solve.png    solve rate per step, one line per arm (mean ± std over seeds)
+{report}/matched.png  each run's hack against its solve over its last steps
+the full report, every table: {report}/report.md (--full prints it)
+"""
+    assert max(len(line.replace(str(report), "logs/demo/report")) for line in out.splitlines()) <= 100
+    assert table((report / "report.md").read_text(), "arm")["erase"]["end hack"] == "0.396 [0.345, 0.449]"
+
+
+def test_runs_without_an_end_of_run_evaluation_get_their_last_steps_and_the_heading_says_so(sweep_dir, capsys):
+    main(["report", str(sweep_dir)])
+    out = capsys.readouterr().out
+    assert "| arm | kind |" not in out and "Per loophole mode" not in out
+    assert out.splitlines()[:9] == [
+        f"vanilla vs erase vs route: 1–2 seeds per arm, {STEPS} steps, last-5-step means (no end-of-run evaluation "
+        "in these runs)",
+        "",
+        "arm          last-5 hack              last-5 solve",
+        "vanilla      0.700 [0.000, 1.000]     0.300 [0.000, 1.000]",  # t(1) = 12.706: two seeds say little
+        "erase        0.400 [0.000, 1.000]     0.200 [0.200, 0.200]",
+        "  − vanilla  -0.300 [-1.571, +0.971]  -0.100 [-1.371, +1.171]",
+        "route        0.500                    0.300",
+        "  − vanilla  -0.100 (one seed)        +0.100 (one seed)",
+        ""]
+    assert "[..]: 95% intervals (t over seeds, none for one seed)." in out
     assert (sweep_dir / "report" / "report.md").read_text() == expected(sweep_dir)
 
 
@@ -118,14 +170,14 @@ def test_report_writes_hack_and_solve_curves_as_png(sweep_dir):
 
 
 def test_rerunning_the_report_ignores_its_own_output(sweep_dir, capsys):
-    main(["report", str(sweep_dir)])
-    main(["report", str(sweep_dir)])
+    main(["report", str(sweep_dir), "--full"])
+    main(["report", str(sweep_dir), "--full"])
     first, second = capsys.readouterr().out.split("# pgrpo report")[1:]
     assert first == second
 
 
 def test_explicit_baseline_changes_the_pairing(sweep_dir, capsys):
-    main(["report", str(sweep_dir), "--baseline", "erase", "--out", str(sweep_dir.parent / "elsewhere")])
+    main(["report", str(sweep_dir), "--baseline", "erase", "--out", str(sweep_dir.parent / "elsewhere"), "--full"])
     assert deltas(capsys.readouterr().out)["vanilla"] == ["0.300 ± 0.141 (n.s.)", "0.100 ± 0.141 (n.s.)"]
     with pytest.raises(ValueError, match="no such arm"):
         main(["report", str(sweep_dir), "--baseline", "nope"])
@@ -205,14 +257,14 @@ def test_an_arm_with_overlays_is_paired_with_vanilla_under_the_same_overlays(tmp
     write_run(root / "vanilla+no_teacher" / "seed0", "none", {"hack/student": 0.1, "solve/student": 0.3})
     write_run(root / "erase+no_teacher" / "seed0", "erase", {"hack/student": 0.0, "solve/student": 0.2})
     write_run(root / "erase+lomo" / "seed0", "erase", {"hack/student": 0.5, "solve/student": 0.1})
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     out = capsys.readouterr().out
     rows = deltas(out)
     assert rows["erase+no_teacher"] == ["-0.100 (n.s.)", "-0.100 (n.s.)"]  # against vanilla+no_teacher, not vanilla
     assert rows["erase+lomo"] == ["-0.300 (n.s.)", "0.000 (n.s.)"]  # no vanilla+lomo: against vanilla
     assert rows["vanilla+no_teacher"] == ["-0.700 (n.s.)", "0.200 (n.s.)"]
     assert "`erase+no_teacher` with `vanilla+no_teacher`" in out
-    main(["report", str(root), "--baseline", "vanilla"])  # chosen explicitly: everything against it
+    main(["report", str(root), "--baseline", "vanilla", "--full"])  # chosen explicitly: everything against it
     assert deltas(capsys.readouterr().out)["erase+no_teacher"] == ["-0.800 (n.s.)", "0.100 (n.s.)"]
 
 
@@ -222,7 +274,7 @@ def test_overlay_arms_pair_with_their_vanilla_twins_when_no_plain_vanilla_ran(tm
     for overlay, vanilla_hack in (("no_teacher", 0.6), ("lomo", 0.4)):
         write_run(root / f"vanilla+{overlay}" / "seed0", "none", {"hack/student": vanilla_hack, "solve/student": 0.1})
         write_run(root / f"erase+{overlay}" / "seed0", "erase", {"hack/student": 0.2, "solve/student": 0.3})
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     rows = deltas(capsys.readouterr().out)
     assert rows["erase+no_teacher"] == ["-0.400 (n.s.)", "0.200 (n.s.)"]
     assert rows["erase+lomo"] == ["-0.200 (n.s.)", "0.200 (n.s.)"]
@@ -233,7 +285,7 @@ def test_a_controls_overlap_with_the_real_v_gets_its_own_column(tmp_path, capsys
     write_run(root / "vanilla" / "seed0", "none", {"hack/student": 0.6, "solve/student": 0.2})
     write_run(root / "random_v" / "seed0", "erase", {"hack/student": 0.5, "solve/student": 0.1},
               sparse={"proj/control_overlap": {0: 0.17}})  # logged once, at train start
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     assert table(capsys.readouterr().out, "arm")["random_v"]["control overlap"] == "0.170"
 
 
@@ -400,7 +452,7 @@ def test_a_methods_placebo_gap_is_against_its_own_least_hacking_control_under_th
     run("random_v", "Erase", [0.6, 0.5, 0.6], {"v": "random"})
     run("shuffled_v", "Erase", [0.5, 0.4, 0.5], {"v": "shuffled"})  # hacks less than random_v: erase's placebo
     run("erase+no_teacher", "Erase", [0.3, 0.3, 0.3])  # no control under its overlays
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     gaps = {arm: row["placebo gap"] for arm, row in table(capsys.readouterr().out, "arm").items()}
     assert gaps == {"vanilla": "–", "probe_penalty": "0.200 ± 0.265 vs probe_penalty_random (2/3)",
                     "probe_penalty_random": "–", "erase": "0.167 ± 0.058 vs shuffled_v (3/3)", "random_v": "–",
@@ -426,7 +478,7 @@ def test_the_knobs_state_gets_its_columns_when_logged(tmp_path, capsys):
     state = {"entropy": 0.3, "adapter/delta_s_norm": 30.0, "adapter/delta_s_along_v": 12.5}
     write_run(tmp_path / "vanilla" / "seed0", "none", {"hack/student": 0.5, "solve/student": 0.2})
     write_run(tmp_path / "erase" / "seed0", "erase", {"hack/student": 0.1, "solve/student": 0.1, **state})
-    main(["report", str(tmp_path)])
+    main(["report", str(tmp_path), "--full"])
     rows = table(capsys.readouterr().out, "arm")
     assert (rows["erase"]["entropy"], rows["erase"]["‖δS‖"], rows["erase"]["⟨V,δS⟩"]) == ("0.300", "30.000", "12.500")
     assert rows["vanilla"]["⟨V,δS⟩"] == "–"
@@ -436,7 +488,7 @@ def test_report_keeps_only_the_named_arms_and_plots_drift_and_entropy_when_logge
     state = {"entropy": 0.3, "adapter/delta_s_along_v": 12.5}
     for arm, kind in (("vanilla", "none"), ("erase", "erase"), ("route", "route")):
         write_run(tmp_path / arm / "seed0", kind, {"hack/student": 0.5, "solve/student": 0.2, **state})
-    main(["report", str(tmp_path), "--arms", "[vanilla, erase]", "--out", str(tmp_path / "out")])
+    main(["report", str(tmp_path), "--arms", "[vanilla, erase]", "--out", str(tmp_path / "out"), "--full"])
     assert set(table(capsys.readouterr().out, "arm")) == {"vanilla", "erase"}
     for name in ("entropy.png", "drift.png"):
         assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -451,13 +503,13 @@ def test_a_lengthened_sweep_reads_at_the_step_count_it_is_given_without_runs_tha
               sparse={"hack/student": {7: 0.0, 8: 0.0}, "solve/student": {7: 0.0, 8: 0.0}})  # 9 steps
     main(["report", str(tmp_path)])
     assert "`vanilla`'s runs have unequal lengths (7, 9 steps)" in capsys.readouterr().out
-    main(["report", str(tmp_path), "--steps", "2", "--last", "2"])
+    main(["report", str(tmp_path), "--steps", "2", "--last", "2", "--full"])
     out = capsys.readouterr().out
     assert "the first 2 steps" in out and table(out, "arm")["vanilla"]["hack"] == "9.000 ± 0.000"
     assert "unequal" not in out and "Left out" not in out
-    main(["report", str(tmp_path), "--steps", "4", "--last", "2"])
+    main(["report", str(tmp_path), "--steps", "4", "--last", "2", "--full"])
     assert table(capsys.readouterr().out, "arm")["vanilla"]["hack"] == "0.500 ± 0.000"
-    main(["report", str(tmp_path), "--steps", "9", "--last", "2"])
+    main(["report", str(tmp_path), "--steps", "9", "--last", "2", "--full"])
     out = capsys.readouterr().out
     assert "Left out, shorter than 9 steps: `vanilla/seed0` (7)" in out
     assert table(out, "arm")["vanilla"]["hack"] == "0.000" and table(out, "arm")["vanilla"]["seeds"] == "1"
@@ -473,7 +525,7 @@ def test_the_end_of_run_evaluation_leads_the_arm_table_with_its_intervals_and_ge
                       sparse={"end/hack": {STEPS - 1: hack}, "end/solve": {STEPS - 1: solve},
                               "end/samples": {STEPS - 1: 40.0}, "end/heldout_hack": {STEPS - 1: 0.0},
                               "end/heldout_solve": {STEPS - 1: 0.5}, "end/heldout_samples": {STEPS - 1: 8.0}})
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     out = capsys.readouterr().out
     arms = table(out, "arm")
     # one run: Wilson's interval of 4 of 40; two: the t-interval of 0.5 and 0.7 over seeds (12.706·0.1), in [0, 1]
@@ -487,7 +539,7 @@ def test_the_end_of_run_evaluation_leads_the_arm_table_with_its_intervals_and_ge
                                 "held-out hack": "0.000 [0.000, 0.324]", "held-out solve": "0.500 [0.215, 0.785]"}
     assert "end hack, end solve: the end-of-run evaluation" in out
     # read at the step count it is given: an evaluation after step 7 is not the 5-step run's
-    main(["report", str(root), "--steps", "5", "--out", str(tmp_path / "five")])
+    main(["report", str(root), "--steps", "5", "--out", str(tmp_path / "five"), "--full"])
     assert "end hack" not in table(capsys.readouterr().out, "arm")["erase"]  # no column: nothing to show
 
 
@@ -500,8 +552,26 @@ def test_runs_on_different_bases_are_refused_by_name_and_one_base_is_named(tmp_p
                                                    "digest": digest}))
     with pytest.raises(SystemExit, match=r"(?s)different bases.*embedded-bbbb \(bbbb.*erase/seed0"):
         main(["report", str(root)])
-    main(["report", str(root), "--arms", "[vanilla]"])
+    main(["report", str(root), "--arms", "[vanilla]", "--full"])
     assert f"Base: `embedded-aaaa` (files sha256 {'a' * 16}), recorded by 2 runs." in capsys.readouterr().out
+
+
+def test_the_report_names_the_commits_its_runs_ran_at_and_the_runs_that_did_not_record_theirs(tmp_path):
+    root = tmp_path / "sweep"
+    clean, dirty = {"commit": "a" * 40, "clean": True, "changed": []}, {"commit": "b" * 40, "clean": False,
+                                                                       "changed": [" M pgrpo/loss.py"]}
+    for arm, seed, code in (("vanilla", 0, [clean]), ("vanilla", 1, [clean, dirty]), ("erase", 0, [clean]),
+                            ("erase", 1, None)):  # a run resumed from an edited tree, and one kept before
+        run = root / arm / f"seed{seed}"
+        write_run(run, "none" if arm == "vanilla" else "erase", {"hack/student": 0.5, "solve/student": 0.2})
+        if code:
+            (run / "code.json").write_text(json.dumps(code))
+    main(["report", str(root)])
+    assert ("Code: commit aaaaaaaaaaaa (clean) in 3 runs; commit bbbbbbbbbbbb (dirty: 1 uncommitted change) in 1 run; "
+            "not recorded by 1 run (from before runs recorded their code).") in (root / "report" / "report.md").read_text()
+    (root / "erase" / "seed0" / "code.json").write_text('{"commit": "a"}')  # not a list of records
+    with pytest.raises(ValueError, match=f"{root / 'erase' / 'seed0' / 'code.json'}: not a run's code record"):
+        main(["report", str(root)])
 
 
 def test_each_methods_active_rate_sits_beside_its_placebos(tmp_path, capsys):
@@ -515,7 +585,7 @@ def test_each_methods_active_rate_sits_beside_its_placebos(tmp_path, capsys):
                       sparse={"intervention/active_rate": {step: rate + 0.1 * seed for step in range(STEPS)},
                               "intervention/start_rate": {0: rate}},
                       config={"model": {"intervention": config}})
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     rows = table(capsys.readouterr().out, "arm")
     assert (rows["probe_penalty"]["active"], rows["probe_penalty"]["placebo active"]) == ("0.150 ± 0.071",
                                                                                         "0.450 ± 0.071")
@@ -529,7 +599,7 @@ def test_an_arm_at_the_same_rate_at_every_seed_gets_the_wilson_interval_of_its_p
     for seed in range(3):
         write_run(root / "vanilla" / f"seed{seed}", "none", {"hack/student": 0.5, "solve/student": 0.2},
                   sparse={"end/hack": {STEPS - 1: 0.0}, "end/solve": {STEPS - 1: 0.5}, "end/samples": {STEPS - 1: 16.0}})
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     row = table(capsys.readouterr().out, "arm")["vanilla"]
     # 0 hacks of 48 samples: [0, 0.074], not [0, 0]
     assert (row["end hack"], row["end solve"]) == ("0.000 [0.000, 0.074]", "0.500 [0.364, 0.636]")
@@ -546,7 +616,7 @@ def test_the_end_placebo_gap_pairs_the_end_hack_by_seed_and_the_tables_are_writt
             write_run(root / arm / f"seed{seed}", "none", {"hack/student": 0.5, "solve/student": 0.2},
                       sparse={"end/hack": {STEPS - 1: hack}, "end/solve": {STEPS - 1: 0.2},
                               "end/samples": {STEPS - 1: 40.0}}, config={"model": {"intervention": config}})
-    main(["report", str(root)])
+    main(["report", str(root), "--full"])
     rows = table(capsys.readouterr().out, "arm")
     # the placebo's end hack minus the method's at seed 0 (+0.3) and seed 1 (−0.1): ahead at 1 of 2 seeds
     assert rows["probe_penalty"]["end placebo gap"] == "0.100 ± 0.283 vs probe_penalty_random (1/2)"
