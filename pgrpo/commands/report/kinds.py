@@ -1,9 +1,11 @@
 """What each run and arm of a sweep is (vanilla, method, control, oracle skyline, positive control), which arm
-each is compared with (its vanilla, its placebo, the honest arm), and whether the runs stand on one base."""
+each is compared with (its vanilla, its placebo, the honest arm), whether the runs stand on one base, and the code
+they ran."""
 
 from pgrpo.commands.report.stats import HACK, mean_over_seeds
 from pgrpo.env.problems import MODES, NO_LOOPHOLE
 from pgrpo.events import Run, setting
+from pgrpo.provenance import describe
 
 
 def held_out_modes(config: dict | None) -> list[str]:
@@ -88,6 +90,25 @@ def one_base(by_arm: dict[str, list[Run]]) -> str | None:
     unrecorded = sum(r.base is None for rs in by_arm.values() for r in rs)
     return (f"Base: `{runs[0].base['model_id']}` (files sha256 {digest[:16]}), recorded by {len(runs)} runs"
             + (f"; {unrecorded} runs from before runs recorded it" if unrecorded else "") + ".")
+
+
+def code_line(by_arm: dict[str, list[Run]]) -> str:
+    """The code the runs ran, as a line for the report: each commit (clean or dirty; an installed version where
+    pgrpo ran without its checkout) with how many runs ran a part of them at it, and how many runs did not record
+    theirs (kept before runs recorded it)."""
+    def runs(n: int) -> str:
+        return f"{n} {'run' if n == 1 else 'runs'}"
+
+    counts: dict[str, int] = {}
+    every = [r for rs in by_arm.values() for r in rs]
+    for r in every:
+        for code in dict.fromkeys(describe(part) for part in r.code or []):  # a resumed run: once under each
+            counts[code] = counts.get(code, 0) + 1
+    said = [f"{code} in {runs(n)}" for code, n in counts.items()]
+    unrecorded = sum(r.code is None for r in every)
+    if unrecorded:
+        said.append(f"not recorded by {runs(unrecorded)} (from before runs recorded their code)")
+    return "Code: " + "; ".join(said) + "."
 
 
 def pick_baseline(by_arm: dict[str, list[Run]], baseline: str | None) -> str | None:
