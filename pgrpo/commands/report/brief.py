@@ -43,21 +43,22 @@ def brief(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], last: int,
 
 
 def heading(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], end: bool, last: int) -> str:
-    """'vanilla vs erase: 1 seed each, 60 steps, end-of-run evaluation on 336 samples per run', within 100
-    columns for arms with short names."""
+    """'vanilla vs erase: 1 seed each, 60 steps, end-of-run evaluation on 336 samples per run'; 'N arms against
+    vanilla: ...' where the arms' names would take it past 100 columns."""
     runs = [r for rs in by_arm.values() for r in rs]
-    refs = {ref for ref in pairs.values() if ref}
-    arms = " vs ".join(by_arm)
-    if len(arms) > 30:
-        arms = f"{len(by_arm)} arms" + (f" against {refs.pop()}" if len(refs) == 1 else "")
     counts = {len(rs) for rs in by_arm.values()}
     seeds = f"{spread(counts)} seed{'s' if max(counts) > 1 else ''} {'each' if len(counts) == 1 else 'per arm'}"
     if end:
         samples = {int(tail_mean(r.scalars, "end/samples", 1)) for r in runs if r.scalars.get("end/samples")}
         how = f"end-of-run evaluation on {spread(samples)} samples per run"
     else:
-        how = f"last-{last}-step means (no end-of-run evaluation in these runs)"
-    return f"{arms}: {seeds}, {spread({run_length(r) for r in runs})} steps, {how}"
+        how = f"last-{last}-step means (no end-of-run evaluation)"
+    what = f": {seeds}, {spread({run_length(r) for r in runs})} steps, {how}"
+    arms = " vs ".join(by_arm)
+    if len(arms + what) > 100:
+        refs = {ref for ref in pairs.values() if ref}
+        arms = f"{len(by_arm)} arms" + (f" against {refs.pop()}" if len(refs) == 1 else "")
+    return arms + what
 
 
 def spread(values: set[int]) -> str:

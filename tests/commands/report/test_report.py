@@ -149,8 +149,7 @@ def test_runs_without_an_end_of_run_evaluation_get_their_last_steps_and_the_head
     out = capsys.readouterr().out
     assert "| arm | kind |" not in out and "Per loophole mode" not in out
     assert out.splitlines()[:9] == [
-        f"vanilla vs erase vs route: 1–2 seeds per arm, {STEPS} steps, last-5-step means (no end-of-run evaluation "
-        "in these runs)",
+        f"vanilla vs erase vs route: 1–2 seeds per arm, {STEPS} steps, last-5-step means (no end-of-run evaluation)",
         "",
         "arm          last-5 hack              last-5 solve",
         "vanilla      0.700 [0.000, 1.000]     0.300 [0.000, 1.000]",  # t(1) = 12.706: two seeds say little
