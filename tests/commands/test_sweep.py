@@ -578,7 +578,7 @@ def test_a_real_sweep_runs_every_cell_and_reports(tmp_path, capsys):
             "--data.prompts_per_step=2"]
     main(["sweep", "--name", "real", "--arms", "[vanilla, random_v]", "--seeds", "[0]", "--logs", str(tmp_path),
           "--configs", str(REPO / "configs"), "--overrides", json.dumps(fast)])
-    main(["report", str(tmp_path / "real")])
+    main(["report", str(tmp_path / "real"), "--full"])
     out = capsys.readouterr().out
     assert "| vanilla | vanilla | 1 |" in out and "| random_v | control | 1 |" in out
 
