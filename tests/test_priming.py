@@ -166,10 +166,10 @@ def test_a_published_update_is_merged_not_trained_to_the_bytes_of_the_build_that
     args = ["prime", "--model", "embedded", "--steps", "2", "--batch_size", "2", "--completions_per_prompt", "1",
             "--threads", "1", "--evaluate", "false"]
     main([*args, "--out", str(tmp_path / "trained"), "--publish_update", "true"])
-    (published,) = (tmp_path / "primings").glob("*.safetensors")
+    (published,) = (tmp_path / "primings").glob(f"*{priming.PUBLISHED_SUFFIX}")
     key = json.loads((tmp_path / "trained" / priming.RECORD).read_text())["key"]
-    assert published.name == f"{base[0].name}-{key}.safetensors"  # its cache name, though built into --out
-    assert published.with_suffix(".json").is_file() and f"published: {published}" in capsys.readouterr().out
+    assert published.name == f"{base[0].name}-{key}.safetensors.xz"  # its cache name, though built into --out
+    assert priming.publication_record(published).is_file() and f"published: {published}" in capsys.readouterr().out
     trained_in = []
     real_fine_tune = priming.fine_tune
     monkeypatch.setattr(priming, "fine_tune", lambda *a, **k: trained_in.append(a[4]) or real_fine_tune(*a, **k))
@@ -219,8 +219,8 @@ def test_a_published_update_that_does_not_merge_to_its_publishers_bytes_is_refus
     args = ["prime", "--model", "embedded", "--steps", "2", "--batch_size", "2", "--completions_per_prompt", "1",
             "--threads", "1", "--evaluate", "false"]
     main([*args, "--out", str(tmp_path / "trained"), "--publish_update", "true"])
-    (published,) = (tmp_path / "primings").glob("*.safetensors")
-    record = published.with_suffix(".json")
+    (published,) = (tmp_path / "primings").glob(f"*{priming.PUBLISHED_SUFFIX}")
+    record = priming.publication_record(published)
     key = json.loads(record.read_text())["key"]
 
     def refused(why: str, out: str) -> None:
@@ -289,7 +289,7 @@ def test_a_sweep_warns_of_another_cpu_only_where_the_primed_base_is_trained_here
     published = priming.publication(base[0], key)
     published.parent.mkdir()
     published.write_bytes(b"")
-    published.with_suffix(".json").write_text(json.dumps({"key": key}))
+    priming.publication_record(published).write_text(json.dumps({"key": key}))
     refuse_another_cached_base(cell.parent.parent)
     assert "built on" not in capsys.readouterr().err
 
@@ -332,3 +332,18 @@ def test_a_run_on_a_primed_base_records_the_sha256_of_its_files_so_other_bytes_a
         refuse_another_cached_base(cell.parent.parent)
     (cell / "base.json").write_text(json.dumps(record))
     refuse_another_cached_base(cell.parent.parent)
+
+
+def test_the_repositorys_published_updates_are_xz_compressed_bf16_factors_with_their_records():
+    """The published update is 7.0 MB as xz, 9.8 MB as plain safetensors: what the repository's size allows."""
+    import lzma
+
+    from safetensors.torch import load
+
+    published = sorted(priming.PRIMINGS.glob(f"*{priming.PUBLISHED_SUFFIX}"))
+    assert published and not list(priming.PRIMINGS.glob("*.safetensors")), "an update published uncompressed"
+    for path in published:
+        factors = load(lzma.decompress(path.read_bytes()))
+        assert factors and all(t.dtype == torch.bfloat16 for t in factors.values())
+        record = json.loads(priming.publication_record(path).read_text())
+        assert path.name.removesuffix(priming.PUBLISHED_SUFFIX).endswith(record["key"])
