@@ -2,9 +2,19 @@
 
 The cache key covers the model's content id, the exact pair texts, k, tau,
 the normalisation and the adapter layout, so a changed input never reuses a
-stale V (the reference keyed its cache by file path only).
+stale V (the reference keyed its cache by file path only), and then where it is
+computed: torch's thread count and the machine, on which V's last bits depend
+(on one 2-core machine, 1 and 2 threads extracted the embedded default's V to
+other bytes, and erase trained on them to other end counts, 157 and 142 of 336
+hacks). A file is named <inputs key>-<where key>.safetensors.
+
+A V a sweep kept (results/bases/v-<digest>.safetensors, beside the kept bases) is
+restored into the cache where this machine and thread count key it alike, its
+digest checked, rather than extracted again.
 """
 
+import hashlib
+import json
 import math
 import os
 import random
@@ -17,7 +27,8 @@ from pathlib import Path
 import torch
 
 from pgrpo.adapter import SVDAdapterLinear
-from pgrpo.cache import announce_build, announce_cached, duration, progress_ticker
+from pgrpo.cache import announce, announce_build, announce_cached, duration, progress_ticker
+from pgrpo.embedded import KEPT_BUILDS
 from pgrpo.env import MODES, Problem
 from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs,
                              template_pairs)
@@ -26,11 +37,13 @@ from pgrpo.extraction import HackBasis, Normalize, basis_cache_key, extract_basi
 from pgrpo.models import hack_openings, model_id
 from pgrpo.chat import render_chat
 from pgrpo.rollout import Packed, encode_prompts, pack
+from pgrpo.substrate import cpu_kind
 
 
 RUN_POOL = "pool"  # extraction.pairs naming the teacher pool of the run itself
 SHUFFLED_VARIANTS = 4  # template pairs per problem behind the shuffled control: 8 completions to deal labels over
 V_SECONDS_PER_COMPLETION = 0.1  # its gradient on the embedded model, measured on 2 cores (for the announcement)
+KEPT_PREFIX = "v-"  # a kept V's file: results/bases/v-<its digest's first 16 hex digits>.safetensors
 
 
 @dataclass
@@ -108,6 +121,8 @@ def load_or_extract_basis(
                                                            temperature, control, openings)
     device = next(model.parameters()).device
     what = "hack basis V" if control == "none" else f"hack basis V of the {control} control"
+    if path is not None and not path.is_file():
+        restore_kept_basis(path)
     if path is not None and path.is_file():
         announce_cached(what, path)
         return HackBasis.load(path, device=device)
@@ -125,10 +140,10 @@ def load_or_extract_basis(
                                    tick)
         basis = extract_basis(g_hack, g_clean, cfg.k, cfg.tau_axis, cfg.n_heldout, cfg.noise_floor, meta={
             "model_id": model_id, "pairs_hash": pairs_id, "normalize": cfg.normalize, "control": control,
-            "temperature": str(temperature),
+            "temperature": str(temperature), **extracted_where(adapter),
         })
     if path is not None:
-        save_atomically(basis, path)
+        save_to_cache(basis, path)
     return basis.to(device)
 
 
@@ -147,18 +162,54 @@ def adapter_key(adapter: Mapping[str, SVDAdapterLinear]) -> dict:
             "dtype": str(next(iter(adapter.values())).U.dtype) if adapter else None}
 
 
+def extracted_where(adapter: Mapping[str, SVDAdapterLinear]) -> dict[str, str]:
+    """Where V's gradients are computed, as far as its last bits depend on it: torch's thread count and the machine
+    (the CPU's kind, and the GPU's name where the adapter sits on one)."""
+    device = next(iter(adapter.values())).U.device if adapter else torch.device("cpu")
+    gpu = f" + {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
+    return {"threads": str(torch.get_num_threads()), "machine": cpu_kind() + gpu}
+
+
 def _pairs_and_cache_path(adapter, tokenizer, problems, cfg, model_id, cache, temperature, control, openings):
     pairs = contrastive_pairs(problems, cfg, control, openings)
     prompts = pair_prompts(tokenizer, pairs)
     pairs_id = pairs_hash([(pr, p.hack, p.clean) for pr, p in zip(prompts, pairs)])
     if cache is None:
         return pairs, prompts, pairs_id, None
-    key = basis_cache_key(
+    inputs = basis_cache_key(
         model_id, pairs_id, cfg.k, cfg.tau_axis, cfg.normalize,
         extra={**adapter_key(adapter), "n_heldout": cfg.n_heldout, "fixed_denominator": cfg.fixed_denominator,
                "noise_floor": cfg.noise_floor, "temperature": temperature},
     )
-    return pairs, prompts, pairs_id, Path(cache) / f"{key}.safetensors"
+    where = hashlib.sha256(json.dumps(extracted_where(adapter), sort_keys=True).encode()).hexdigest()[:8]
+    return pairs, prompts, pairs_id, Path(cache) / f"{inputs}-{where}.safetensors"
+
+
+def save_to_cache(basis: HackBasis, path: Path) -> None:
+    """Cache V under its key, its meta naming the key (cache_key; inputs_key, what it is extracted from) and its
+    digest as extracted: a run's basis.json then names the cached V it took, a placebo's the V it was drawn like."""
+    basis.meta |= {"cache_key": path.stem, "inputs_key": path.stem.split("-")[0],
+                   "digest_as_extracted": basis.digest()}
+    save_atomically(basis, path)
+
+
+def restore_kept_basis(path: Path) -> bool:
+    """Copy the V a sweep kept under this cache key (results/bases/v-<digest>.safetensors) to `path`, its digest
+    checked against the one it was kept with: True when restored. None kept: False, silently; one whose numbers
+    are not the ones it was kept with: False, with one line saying so (the caller extracts instead)."""
+    for kept in sorted(KEPT_BUILDS.glob(f"{KEPT_PREFIX}*.safetensors")):
+        basis = HackBasis.load(kept)
+        if basis.meta.get("cache_key") != path.stem:
+            continue
+        expected, actual = basis.meta.get("digest_as_extracted", ""), basis.digest()
+        if actual != expected or kept.stem != f"{KEPT_PREFIX}{actual[:16]}":
+            announce(f"hack basis V: the kept {kept} is not used (its numbers' sha256 is {actual[:16]}, kept as "
+                     f"{expected[:16]}); extracting it instead")
+            return False
+        save_atomically(basis, path)
+        announce(f"hack basis V: restored from {kept} (sha256 of its numbers checked)")
+        return True
+    return False
 
 
 def rank_zero_basis(strategy, rank: int, sharded: bool, load_or_extract: Callable[[Path | None], HackBasis],
@@ -180,7 +231,7 @@ def rank_zero_basis(strategy, rank: int, sharded: bool, load_or_extract: Callabl
         with announce_build("hack basis V", path, "every rank, on the sharded base") if path else nullcontext():
             basis = load_or_extract(None)
         if path is not None and rank == 0:
-            save_atomically(basis, path)
+            save_to_cache(basis, path)
     return strategy.broadcast(basis.to("cpu") if basis is not None else None, src=0)
 
 

@@ -136,6 +136,21 @@ def load_base(run_dir: Path) -> dict | None:
     return base if isinstance(base, dict) and "digest" in base else None
 
 
+def load_basis(run_dir: Path) -> dict | None:
+    """The V a run recorded ({digest, k_total, meta}); None for a run from before runs recorded it. A file of another
+    shape is refused, naming it."""
+    path = run_dir / BASIS_FILE
+    if not path.is_file():
+        return None
+    try:
+        basis = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a run's V record ({err})") from err
+    if not (isinstance(basis, dict) and "digest" in basis and isinstance(basis.get("meta"), dict)):
+        raise ValueError(f"{path}: not a run's V record ({{digest, k_total, meta}}): {basis!r:.200}")
+    return basis
+
+
 def load_code(run_dir: Path) -> list[dict] | None:
     """The code each part of a run ran (a resumed run's later steps ran the code of its resume), as
     pgrpo.provenance.code_record gives it; None for a run from before runs recorded it. A file of another shape is

@@ -251,3 +251,54 @@ def test_a_v_build_speaks_of_the_model_in_hand(tmp_path, capfd):
     assert "V gradients, batch 4/4" in said  # the time it takes, announced as it goes
     load_or_extract_basis(model, adapter, tokenizer, problems, cfg, model_id=model_id("embedded"), cache=tmp_path)
     assert "for the embedded model on 2 cores" in capfd.readouterr().err
+
+
+def test_the_cache_key_holds_the_thread_count_and_the_machine_v_is_extracted_on(monkeypatch):
+    # V's last bits depend on both: a V another machine (or 1 thread against 2) extracted is another V
+    model, tokenizer = load_model_and_tokenizer("embedded")
+    adapter = attach_adapter(model, ("q_proj",))
+
+    def path(threads: int) -> Path:
+        torch.set_num_threads(threads)
+        return basis_file.cached_basis_path(adapter, tokenizer, load_problems(None)[:12], ExtractionConfig(n_heldout=2),
+                                            model_id="m", cache=Path("c"))
+
+    before = torch.get_num_threads()
+    try:
+        one, two = path(1), path(2)
+        monkeypatch.setattr(basis_file, "cpu_kind", lambda: "Intel Xeon (torch AVX512)")
+        elsewhere = path(1)
+    finally:
+        torch.set_num_threads(before)
+    assert len({one, two, elsewhere}) == 3
+    assert len({p.stem.split("-")[0] for p in (one, two, elsewhere)}) == 1  # what it is extracted from: the same
+
+
+def test_a_kept_v_is_restored_where_its_key_matches_and_extracted_where_its_numbers_are_not_the_kept_ones(
+        tmp_path, monkeypatch, capfd):
+    import shutil
+    from functools import partial
+
+    model, tokenizer = load_model_and_tokenizer("embedded")
+    adapter = attach_adapter(model, ("q_proj",))
+    extract = partial(load_or_extract_basis, model, adapter, tokenizer, load_problems(None)[:6],
+                      ExtractionConfig(n_heldout=2, batch_size=4), model_id="m")
+    extracted = extract(cache=tmp_path / "here")
+    (cached,) = (tmp_path / "here").iterdir()
+    assert extracted.meta | basis_file.extracted_where(adapter) == extracted.meta  # its threads and machine
+    assert extracted.meta["cache_key"] == cached.stem and extracted.meta["inputs_key"] == cached.stem.split("-")[0]
+    assert extracted.meta["digest_as_extracted"] == extracted.digest()
+    monkeypatch.setattr(basis_file, "KEPT_BUILDS", tmp_path / "bases")
+    kept = tmp_path / "bases" / f"v-{extracted.digest()[:16]}.safetensors"  # as a sweep keeps it
+    kept.parent.mkdir()
+    shutil.copyfile(cached, kept)
+    grads = basis_file.completion_grads
+    monkeypatch.setattr(basis_file, "completion_grads", lambda *a, **k: pytest.fail("extracted, not restored"))
+    capfd.readouterr()
+    assert extract(cache=tmp_path / "there").digest() == extracted.digest()
+    assert f"restored from {kept} (sha256 of its numbers checked)" in capfd.readouterr().err
+    HackBasis(some_basis().V, some_basis().sigma, extracted.meta).save(kept)  # other numbers, the same record
+    monkeypatch.setattr(basis_file, "completion_grads", grads)
+    assert extract(cache=tmp_path / "elsewhere").digest() == extracted.digest()
+    said = capfd.readouterr().err
+    assert f"the kept {kept} is not used (its numbers' sha256 is {some_basis().digest()[:16]}, kept as " in said

@@ -57,6 +57,10 @@ def test_a_fit_records_the_v_it_trained_with_the_placebos_when_it_ran_one(tmp_pa
     trained_with = HackBasis(held["V"], held["sigma"], held["meta"])
     assert record["digest"] == trained_with.digest() and record["k_total"] == trained_with.k_total
     assert record["meta"]["control"] == "random" and record["meta"] == held["meta"]
+    from pgrpo.cache import cache_dir
+
+    cached = HackBasis.load(cache_dir() / "bases" / f"{record['meta']['cache_key']}.safetensors")
+    assert record["meta"]["digest_as_extracted"] == cached.digest() != record["digest"]  # the V it was drawn like
 
 
 def test_the_arm_to_compare_with_is_this_runs_own_config_with_the_other_intervention():

@@ -7,9 +7,11 @@ status, time, the machines that ran it and the code each part of it ran).
 
 With --results, each finished cell is also kept in <results>/<sweep>/<arm>/seed<k>/: its cell.json, config.yaml,
 base.json, basis.json, code.json, end_eval.json, fit.log and scalars (scalars.json.gz, in place of the event files),
-about 70 KB, and its last.ckpt while a later stage of the plan is to go on from it, to be committed as cells land. A
-sweep that takes several sessions of a machine whose logs do not outlive it then resumes from a fresh clone, and
-`pgrpo report <results>/<sweep>` reads it as it reads logs.
+about 70 KB, and its last.ckpt while a later stage of the plan is to go on from it, to be committed as cells land;
+the V it took from the cache is kept once, by its digest, in <results>/bases/ (keep_v_file). A sweep that takes
+several sessions of a machine whose logs do not outlive it then resumes from a fresh clone, and
+`pgrpo report <results>/<sweep>` reads it as it reads logs. A cell trained on another base or V than the cells kept
+before it is not kept (OtherBase, OtherV), and no further cell starts.
 
 A finished sweep is lengthened by rerunning it with a larger --trainer.max_steps=N: each cell resumes from
 its last checkpoint. Nothing in a run depends on max_steps but where it stops (the warmup counts from step
@@ -28,11 +30,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgrpo.cache import announce
+from pgrpo.basis import KEPT_PREFIX
+from pgrpo.cache import announce, cache_dir
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
 from pgrpo.events import (BASE_FILE, BASIS_FILE, CODE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base,
-                          load_code, load_config, read_scalars, setting)
+                          load_basis, load_code, load_config, read_scalars, setting)
+from pgrpo.extraction import HackBasis
 from pgrpo.models import cached_digest, merges_published_update, model_id, same_base
 from pgrpo.provenance import NOT_CODE, REPOSITORY, code_record
 from pgrpo.substrate import cpu_kind, machine
@@ -42,6 +46,10 @@ LAST = Path("checkpoints") / "last.ckpt"
 KEPT_CHECKPOINT = "last.ckpt"  # in a kept cell a later stage goes on from
 MAX_STEPS = "--trainer.max_steps="
 DEFAULT_SEEDS = [0, 1, 2]
+# A V larger than this is not kept in <results>/bases/: the repository's tree travels to a GPU machine within 64 MiB.
+# The embedded default's is 55 KB; the primed SmolLM2's, about 1.6 MB, is extracted again where the plan resumes
+# (at the thread count and on a machine of the kind its cells' basis.json name), and its digest checked.
+KEPT_V_MAX_BYTES = 256 * 1024
 
 
 @dataclass
@@ -131,9 +139,10 @@ def sweep(
         logs: root log directory.
         configs: directory the arm names are looked up in.
         results: where each finished cell is kept, to be committed: <results>/<name>/<arm>/seed<k>/ (its record,
-            config, base, end-of-run evaluation, output and scalars; its last checkpoint only while a later stage
-            is to go on from it). A cell kept there with the same arguments is skipped, so a rerun from a fresh
-            clone goes on where the committed results stop.
+            config, base, V's record, code, end-of-run evaluation, output and scalars; its last checkpoint only while
+            a later stage is to go on from it), and the V it took from the cache once in <results>/bases/. A cell
+            kept there with the same arguments is skipped, so a rerun from a fresh clone goes on where the committed
+            results stop.
         protocol: the protocol the plan runs under, e.g. docs/bench/protocol-2.md: it makes the plan confirmatory,
             and a confirmatory plan runs committed code only (its cells' numbers are then what the commit computes,
             which each cell records in code.json and cell.json): the sweep refuses to start from a checkout with
@@ -166,21 +175,21 @@ def sweep(
     failed, done = [], iter(range(1, total + 1))
     lock = threading.Lock()
 
-    other_base = threading.Event()  # a cell trained on another base than the kept ones: start no more cells
+    other_base = threading.Event()  # a cell trained on another base or V than the kept ones: start no more cells
 
     def one(cell_args: tuple[str, int, list[str]]) -> None:
         arm, seed, argv = cell_args
         cell = root / arm / f"seed{seed}"
         later = planned[cell][planned[cell].index(argv) + 1:]
         if other_base.is_set():
-            ok, status = False, "not run (the base differs from the kept cells', above)"
+            ok, status = False, "not run (a cell above trained on another base or V than the kept cells)"
         else:
             try:
                 kept = kept_root / arm / f"seed{seed}" if kept_root else None
                 ok, status = run_cell(cell, argv, later, threads, kept)
             except OtherBase as err:
                 other_base.set()
-                shutil.rmtree(cell)  # its numbers are of another model: a rerun on the kept base runs it again
+                shutil.rmtree(cell)  # its numbers are of another model or V: a rerun on the kept ones runs it again
                 ok, status = False, f"FAILED: {err}"
             except Exception as err:  # e.g. a finished cell that could not be kept (disk full): the others go on
                 ok, status = False, f"FAILED: {err!r} (a rerun keeps or runs it again)"
@@ -376,12 +385,66 @@ def refuse_another_cached_base(store: Path) -> None:
                      f"built here may differ, and then no cell of it is kept (results/README.md)")
 
 
+class OtherV(OtherBase):
+    """A finished cell trained with another V than the cells kept before it took from the same inputs (the same
+    model, pairs and settings): V's last bits depend on the thread count and the machine that extract it
+    (pgrpo.basis), and a plan's cells train with one V, or their method differs."""
+
+
+def kept_vs(store: Path) -> dict[str, tuple[dict, Path]]:
+    """The Vs the cells kept in `store` (<results>/<sweep>) took from the cache, by what each is extracted from:
+    inputs_key -> (its record in basis.json's meta, a cell). Cells kept before runs recorded it say nothing."""
+    vs: dict[str, tuple[dict, Path]] = {}
+    for path in sorted(store.glob(f"*/*/{BASIS_FILE}")):
+        meta = load_basis(path.parent)["meta"]
+        if "inputs_key" in meta:
+            vs.setdefault(meta["inputs_key"], (meta, path.parent))
+    return vs
+
+
+def refuse_another_v(cell: Path, kept: Path) -> None:
+    """OtherV for a cell whose V (a placebo: the V it was drawn like) was extracted to other numbers than the V the
+    kept cells (this one's shorter run among them: a longer run joins it) took from the same inputs."""
+    meta = (load_basis(cell) or {"meta": {}})["meta"]
+    found = kept_vs(kept.parent.parent).get(meta.get("inputs_key"))
+    if found and found[0]["digest_as_extracted"] != meta["digest_as_extracted"]:
+        theirs, other = found
+        raise OtherV(f"{cell} trained with V {meta['inputs_key']} of {extracted(meta)}, but {other} (kept) with "
+                     f"{extracted(theirs)}: its cells are not kept (and this one is removed from {cell.parent}); "
+                     f"extract it as they did (a V kept in results/bases/ is restored at their thread count on their "
+                     f"machine's kind; results/README.md) and rerun")
+
+
+def extracted(meta: dict) -> str:
+    """How a V was extracted, in words: its digest, the thread count and the machine."""
+    return (f"sha256 {meta['digest_as_extracted'][:16]} (extracted at threads={meta.get('threads')} on "
+            f"{meta.get('machine')})")
+
+
+def keep_v_file(cell: Path, bases: Path) -> None:
+    """Keep, once, the V a cell took from the cache in `bases` (<results>/bases/v-<digest>.safetensors) where it is
+    small (KEPT_V_MAX_BYTES), so that a machine of the kind and thread count that extracted it restores the kept
+    cells' very V (pgrpo.basis); its digest is checked first (the cache's copy may have been replaced since)."""
+    meta = (load_basis(cell) or {"meta": {}})["meta"]
+    if "cache_key" not in meta:
+        return
+    source = cache_dir() / "bases" / f"{meta['cache_key']}.safetensors"
+    target = bases / f"{KEPT_PREFIX}{meta['digest_as_extracted'][:16]}.safetensors"
+    if target.is_file() or not source.is_file() or source.stat().st_size > KEPT_V_MAX_BYTES:
+        return
+    if HackBasis.load(source).digest() == meta["digest_as_extracted"]:
+        bases.mkdir(parents=True, exist_ok=True)
+        copy_whole(source, target)
+
+
 def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
     """Copy a finished cell's record, config, base, V's record, code, end-of-run evaluation, output and scalars to
     `kept`, and its last checkpoint where a later stage goes on from it (`checkpoint`); its record last, so that a
-    copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base has another model_id or other bytes
-    than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the same model name; a stage on another
-    model (the distinct-openings twin) is its own.
+    copy cut short is never taken for this run finished. Refused (OtherBase) for a cell whose base has another
+    model_id or other bytes than the cells kept beside it (<results>/<sweep>/*/*/) trained on under the same model
+    name (a stage on another model, the distinct-openings twin, is its own), and (OtherV) for one whose V has other
+    numbers than the V they took from the same inputs. The V it took from the cache is kept once in
+    <results>/bases/ (keep_v_file).
 
     A cell kept before at fewer steps N (a later stage lengthened it) keeps what the longer run does not repeat: its
     steps 0..N-1 are the kept run's alone, steps from N on the longer run's (a rerun from step 0 on another machine
@@ -396,6 +459,7 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
                         f"{other} (kept) on {kept_id} with {digest[:16]}: this machine built its base "
                         f"{base['model']!r} otherwise, so its cells are not kept (and this one is removed from "
                         f"{cell.parent}); put the kept cells' base in the cache (results/README.md) and rerun")
+    refuse_another_v(cell, kept)
     scalars = read_scalars(cell)
     steps = setting(load_config(cell) or {}, "trainer.max_steps", None)
     kept_record = read_record(kept)
@@ -410,6 +474,7 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
     for name in (BASE_FILE, BASIS_FILE, CODE_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)
+    keep_v_file(cell, kept.parents[2] / "bases")
     if checkpoint and (cell / LAST).is_file():
         copy_whole(cell / LAST, kept / KEPT_CHECKPOINT)
     else:  # nothing goes on from this run: a shorter one's checkpoint would only mislead

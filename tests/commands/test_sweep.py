@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from torch.utils.tensorboard import SummaryWriter
 
@@ -27,7 +28,7 @@ class FakeFit:
     def __init__(self, fail: set[str] = frozenset(), checkpoint_then_fail: set[str] = frozenset(),
                  base_digest: str | None = None, base_model: str = "embedded", base_id: str | None = None,
                  curve: float = 0.5, unevaluated: set[str] = frozenset(), stop_at: int | None = None,
-                 sparse_steps: frozenset[int] = frozenset(), code: dict | None = None):
+                 sparse_steps: frozenset[int] = frozenset(), code: dict | None = None, v: dict | None = None):
         self.calls: list[list[str]] = []
         self.threads: list[int | None] = []
         self.fail, self.checkpoint_then_fail = fail, checkpoint_then_fail
@@ -37,6 +38,7 @@ class FakeFit:
         self.sparse_steps = sparse_steps  # the steps a tag logged only now and then (a loophole mode's rate) lands on
         self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
         self.code = code  # the code it records running (RunSummary: after a resumed run's earlier parts)
+        self.v = v  # the record of the cached V it took, in basis.json's meta (pgrpo.basis.save_to_cache)
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
@@ -59,7 +61,7 @@ class FakeFit:
         first = [cell_of(c) for c in self.calls].count(cell_of(argv)) == 1
         if not (first and cell.parent.name in self.unevaluated):
             (cell / "end_eval.json").write_text(json.dumps({"step": max_steps, "train": {"samples": 336}}))
-        (cell / "basis.json").write_text(json.dumps({"digest": "bb" * 32, "k_total": 4, "meta": {}}))
+        (cell / "basis.json").write_text(json.dumps({"digest": "bb" * 32, "k_total": 4, "meta": self.v or {}}))
         if self.code:
             resumed = any(a.startswith("--ckpt_path=") for a in argv) and (cell / "code.json").is_file()
             earlier = json.loads((cell / "code.json").read_text()) if resumed else []
@@ -292,12 +294,60 @@ def test_a_cell_trained_on_other_base_bytes_than_the_kept_cells_is_not_kept_and_
         run_sweep(tmp_path, other, monkeypatch, "--results", results, arms="[vanilla, erase]")
     out = capsys.readouterr().out
     assert "with files sha256 bbbbbbbbbbbbbbbb, but" in out and "with aaaaaaaaaaaaaaaa: this machine built" in out
-    assert len(other.calls) == 1 and out.count("not run (the base differs") == 1
+    assert len(other.calls) == 1 and out.count("not run (a cell above trained on another base or V") == 1
     assert not (tmp_path / "demo" / "erase" / "seed0").exists()  # a rerun on the kept base runs it again
     assert not (tmp_path / "results" / "demo" / "erase").exists()
     twin = FakeFit(base_digest="cc" * 32, base_model="embedded-distinct")  # a stage on another base is its own
     run_sweep(tmp_path, twin, monkeypatch, "--results", results, arms="[erase]")
     assert len(twin.calls) == 2 and (tmp_path / "results" / "demo" / "erase" / "seed1" / "cell.json").is_file()
+
+
+def v_record(digest: str, threads: str = "1") -> dict:
+    """A cached V's record in basis.json's meta: what it is extracted from, where, and its digest."""
+    return {"inputs_key": "e065f3220fbbbaa8", "cache_key": f"e065f3220fbbbaa8-{threads}0000000", "threads": threads,
+            "machine": "AMD EPYC 7B13 (torch AVX2)", "digest_as_extracted": digest}
+
+
+def test_a_cell_trained_with_another_v_than_the_kept_cells_is_not_kept_and_stops_the_sweep(tmp_path, monkeypatch,
+                                                                                          capsys):
+    results = str(tmp_path / "results")
+    run_sweep(tmp_path, FakeFit(v=v_record("aa" * 32)), monkeypatch, "--results", results, arms="[vanilla]")
+    shutil.rmtree(tmp_path / "demo")  # the next session extracts V at two threads, to other numbers
+    other = FakeFit(v=v_record("cc" * 32, threads="2"))
+    with pytest.raises(SystemExit, match="2 of 4 cells failed: erase seed0, erase seed1"):
+        run_sweep(tmp_path, other, monkeypatch, "--results", results, arms="[vanilla, erase]")
+    out = capsys.readouterr().out
+    assert (f"trained with V e065f3220fbbbaa8 of sha256 cccccccccccccccc (extracted at threads=2 on AMD EPYC 7B13 "
+            f"(torch AVX2)), but {tmp_path / 'results' / 'demo' / 'vanilla' / 'seed0'} (kept) with sha256 "
+            f"aaaaaaaaaaaaaaaa (extracted at threads=1") in out
+    assert len(other.calls) == 1 and out.count("not run (a cell above trained on another base or V") == 1
+    assert not (tmp_path / "demo" / "erase" / "seed0").exists()  # a rerun with the kept V runs it again
+    assert not (tmp_path / "results" / "demo" / "erase").exists()
+    longer = FakeFit(v=v_record("cc" * 32, threads="2"))  # a kept cell rerun from step 0 to go on: not joined
+    with pytest.raises(SystemExit, match="2 of 2 cells failed: vanilla seed0, vanilla seed1"):
+        run_sweep(tmp_path, longer, monkeypatch, "--results", results, "--overrides", "[--trainer.max_steps=200]",
+                  arms="[vanilla]")
+    assert "--trainer.max_steps=200" not in json.loads(
+        (tmp_path / "results" / "demo" / "vanilla" / "seed0" / "cell.json").read_text())["argv"]
+    placebo = FakeFit(v=v_record("aa" * 32))  # its own digest differs (bb...), the V it was drawn like does not
+    run_sweep(tmp_path, placebo, monkeypatch, "--results", results, arms="[random_v]")
+    assert (tmp_path / "results" / "demo" / "random_v" / "seed1" / "cell.json").is_file()
+
+
+def test_the_v_the_kept_cells_took_from_the_cache_is_kept_once_where_it_is_small(tmp_path, monkeypatch):
+    from pgrpo.extraction import HackBasis
+
+    v = HackBasis({"m": torch.eye(2, 4)}, {"m": torch.ones(2)})
+    record = v_record(v.digest())
+    v.meta |= record
+    (tmp_path / "cache" / "bases").mkdir(parents=True)
+    v.save(tmp_path / "cache" / "bases" / f"{record['cache_key']}.safetensors")  # as the fit cached it
+    run_sweep(tmp_path, FakeFit(v=record), monkeypatch, "--results", str(tmp_path / "results"))
+    (kept,) = (tmp_path / "results" / "bases").iterdir()
+    assert kept.name == f"v-{v.digest()[:16]}.safetensors" and HackBasis.load(kept).digest() == v.digest()
+    monkeypatch.setattr(sweep_mod, "KEPT_V_MAX_BYTES", 100)  # a larger V is extracted again where the plan resumes
+    run_sweep(tmp_path, FakeFit(v=record), monkeypatch, "--results", str(tmp_path / "elsewhere"))
+    assert not (tmp_path / "elsewhere" / "bases").exists()
 
 
 def test_a_cache_holding_the_kept_cells_base_built_to_other_bytes_is_refused_before_any_cell_runs(tmp_path,
