@@ -12,7 +12,7 @@ from pgrpo.commands.report.brief import brief
 from pgrpo.commands.report.decisions import decision_table
 from pgrpo.commands.report.kinds import (arm_kind, code_line, one_base, paired_baselines, pick_baseline,
                                          pick_honest, placebos)
-from pgrpo.commands.report.plots import plot_curves, plot_matched
+from pgrpo.commands.report.figures import draw_figures, record_figures
 from pgrpo.commands.report.stats import ACTIVE, HACK, SOLVE, START
 from pgrpo.commands.report.tables import (SUMMARY_COLUMNS, arm_table, end_table, explanation, markdown, mode_table,
                                           weak_detector_table)
@@ -126,17 +126,9 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     honest = pick_honest(by_arm)
     out_dir = Path(out) if out else Path(logdir) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = [out_dir / f"{tag.split('/')[0]}.png" for tag in (HACK, SOLVE)]
-    for tag, path in zip((HACK, SOLVE), plots):
-        plot_curves(by_arm, tag, path)
-    # the model's health and the knobs' drift along V over time, when the runs logged them
+    *plots, matched = draw_figures(by_arm, honest, out_dir, last)
+    record_figures(out_dir, str(logdir), by_arm, steps, last, honest, [*plots, matched])
     logged = {tag for rs in by_arm.values() for r in rs for tag, values in r.scalars.items() if values}
-    for tag, name in (("entropy", "entropy.png"), ("adapter/delta_s_along_v", "drift.png")):
-        if tag in logged:
-            plots.append(out_dir / name)
-            plot_curves(by_arm, tag, plots[-1], rate=False)
-    matched = out_dir / "matched.png"
-    plot_matched(by_arm, honest, matched, last)
     pairs = paired_baselines(by_arm, base, explicit=baseline is not None)
     twins = [f"`{arm}` with `{twin}`" for arm, twin in pairs.items() if twin not in (None, base)]
     if base:
@@ -192,7 +184,8 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
                   f"by seed; placebo hack and gap: that mode's hack under the method's placebo, and the placebo's "
                   f"minus the method's, paired by seed (k/n: the seeds at which the method hacks it less):",
                   weak]
-    parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}")
+    parts.append("Curves: " + ", ".join(str(p) for p in plots) + f"; hack against solve per run: {matched}; "
+                 f"drawn from the runs under {logdir} that figures.json names")
     text = "\n\n".join(parts) + "\n"
     (out_dir / "report.md").write_text(text)
     print(text if full else brief(by_arm, pairs, last, cautions, [*plots, matched], out_dir / "report.md"), end="")

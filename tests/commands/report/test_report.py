@@ -103,7 +103,7 @@ Per loophole mode, hack / solve (last-5-step means over seeds):
 | erase | 0.25 / 0.75 | 0.00 / 0.50 |
 | route | – / – | – / – |
 
-Curves: {root}/report/hack.png, {root}/report/solve.png; hack against solve per run: {root}/report/matched.png
+Curves: {root}/report/hack.png, {root}/report/solve.png; hack against solve per run: {root}/report/matched.png; drawn from the runs under {root} that figures.json names
 """
 
 
@@ -166,6 +166,29 @@ def test_report_writes_hack_and_solve_curves_as_png(sweep_dir):
     main(["report", str(sweep_dir)])
     for name in ("hack.png", "solve.png"):
         assert (sweep_dir / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_reports_figures_are_drawn_again_from_the_runs_its_figures_json_names(sweep_dir, tmp_path, monkeypatch):
+    """The docs keep no PNG whose runs are kept: `make docs` draws them again, and they must be the same figures."""
+    from pgrpo.commands.report.figures import FIGURES_FILE, figures_missing, redraw
+
+    monkeypatch.chdir(sweep_dir.parent)  # a report names its LOGDIR as given: relative to where it ran
+    out = tmp_path / "page"
+    main(["report", sweep_dir.name, "--steps", "6", "--arms", "[erase, vanilla]", "--out", str(out)])
+    record = json.loads((out / FIGURES_FILE).read_text())
+    assert record == {"source": "demo", "runs": {"erase": ["seed0", "seed1"], "vanilla": ["seed0", "seed1"]},
+                      "steps": 6, "last": 5, "honest": None,
+                      "figures": ["hack.png", "solve.png", "matched.png"]}
+    drawn = {name: (out / name).read_bytes() for name in record["figures"]}
+    for name in drawn:
+        (out / name).unlink()
+    assert figures_missing(out)
+    assert [p.name for p in redraw(out, root=sweep_dir.parent)] == record["figures"]
+    assert {name: (out / name).read_bytes() for name in drawn} == drawn and not figures_missing(out)
+    shutil.copytree(sweep_dir, tmp_path / "demo")
+    shutil.rmtree(tmp_path / "demo" / "erase" / "seed1")
+    with pytest.raises(FileNotFoundError, match=rf"{out / FIGURES_FILE}: runs not under {tmp_path / 'demo'}: erase/seed1"):
+        redraw(out, root=tmp_path)
 
 
 def test_rerunning_the_report_ignores_its_own_output(sweep_dir, capsys):
