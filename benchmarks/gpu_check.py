@@ -8,7 +8,8 @@ sizes) and run there as it is. In order, each part under the time left of one bu
 2. what runs where: device, dtypes, TF32, the library versions against pyproject's lower bounds;
 3. the CUDA tests (tests/test_cuda.py);
 4. the embedded lab cell on the device: vanilla and erase, 100 steps, seed 0, side by side, and `pgrpo report`
-   (its fits start with the CUDA tests and run beside them: a 1 M-parameter model leaves the GPU mostly idle);
+   (on a GPU its fits start with the CUDA tests and run beside them: a 1 M-parameter model leaves the GPU mostly
+   idle; on a CPU they start after the tests, which need its cores);
 5. the step at real-model size without weights (benchmarks/real_size.py), alone on the device, its time kept.
 
 DIR receives gpu_check.json, gpu_check.md, gpu_check.log (every command's output) and the report's PNGs, all
@@ -34,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUNDLE = REPO / ".gpu-bundle"  # make gpu-wheels: wheels/ and embedded/ (the embedded base, built on the CPU)
 BUDGET_S = 480
 REAL_SIZE_S = 150  # kept for the last part: it measured 2 shapes in well under this on the first H100 run
+TINY_REAL_SIZE_S = 30  # the same at the rehearsal's tiny sizes: 9 s on 2 cores
 ARMS = ("vanilla", "erase")
 PHASES = ("generate", "grade", "assemble", "backward", "project", "optimizer")
 PNGS = ("hack.png", "solve.png", "matched.png")
@@ -41,7 +43,7 @@ LIBRARIES = ("torch", "transformers", "lightning", "torchmetrics", "tensorboard"
              "huggingface_hub", "jsonargparse", "matplotlib", "numpy", "pytest")
 # the rehearsal on a CPU: the same commands at tiny sizes
 TINY_FIT = ("--trainer.max_steps=3", "--model.generation.max_new_tokens=24", "--data.group_size=4",
-            "--data.prompts_per_step=2")
+            "--data.prompts_per_step=2", "--end_eval.samples_per_problem=1")
 
 
 class Check:
@@ -101,10 +103,14 @@ def gpu_check(out: Path, device: str, bundle: Path, budget_s: float, work: Path 
     check.part("environment", _last_json(output) if code == 0 else {"error": output[-3000:]})
     base = str(bundle / "embedded") if (bundle / "embedded" / "config.json").is_file() else "embedded"
     # the first run on a GPU spent the budget on the tests and the real-size part, and its lab cell stopped at
-    # step 92: the cell's fits now start first and run beside the tests
+    # step 92: there the cell's fits start first and run beside the tests. A CPU rehearsal has no idle device to
+    # share: on 2 cores the fits took the tests' cores and the tests ran past their limit, so it runs one, then the other
+    if tiny:
+        check.part("cuda_tests", cuda_tests(check, env, device, work))
     fits = start_lab_cell(env, device, base, work, tiny)
-    check.part("cuda_tests", cuda_tests(check, env, device, work))
-    check.part("lab_cell", finish_lab_cell(check, env, fits, base, work))
+    if not tiny:
+        check.part("cuda_tests", cuda_tests(check, env, device, work))
+    check.part("lab_cell", finish_lab_cell(check, env, fits, base, work, tiny))
     check.part("real_size", real_size(check, env, device, base, tiny))
     return check.result
 
@@ -140,7 +146,9 @@ def failures(result: dict) -> list[str]:
 
 def cuda_tests(check: Check, env: dict, device: str, work: Path) -> dict:
     xml = work / "cuda_tests.xml"
-    workers = ["-n", "4"] if _has("xdist", env) else []
+    # a GPU's tests wait on the device, a CPU's on its cores: more workers than cores only slow them
+    count = 4 if device.startswith("cuda") else os.cpu_count() or 1
+    workers = ["-n", str(count)] if _has("xdist", env) else []
     code, output = check.run("cuda tests", [sys.executable, "-m", "pytest", "tests/test_cuda.py", "-q", "-rs",
                                             "-p", "no:cacheprovider", f"--junitxml={xml}", *workers],
                              {**env, "PGRPO_TEST_DEVICE": device}, 300)
@@ -175,13 +183,14 @@ def start_lab_cell(env: dict, device: str, base: str, work: Path, tiny: bool) ->
     return fits
 
 
-def finish_lab_cell(check: Check, env: dict, fits: dict, base: str, work: Path) -> dict:
+def finish_lab_cell(check: Check, env: dict, fits: dict, base: str, work: Path, tiny: bool) -> dict:
     """Wait for the fits, leaving the report and the real-size part their time; then the phases and the report."""
+    reserve_s = TINY_REAL_SIZE_S if tiny else REAL_SIZE_S
     logs = work / "lab"
     exits = {}
     for arm, (args, log, proc) in fits.items():
         try:
-            exits[arm] = proc.wait(timeout=max(1.0, check.left() - REAL_SIZE_S - 45))
+            exits[arm] = proc.wait(timeout=max(1.0, check.left() - reserve_s - 45))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -193,7 +202,7 @@ def finish_lab_cell(check: Check, env: dict, fits: dict, base: str, work: Path) 
                                                  if line.startswith("GPU available") and "used: False" in line]
     code, output = check.run("lab phases", [sys.executable, "-m", "benchmarks.gpu_check", "--phases", str(logs)],
                              env, 60)
-    result = {"model": base, "fits_exit": exits,
+    result = {"model": base, "fits_exit": exits, "beside": "after" if tiny else "beside",
               **(_last_json(output) if code == 0 else {"phases_error": output[-2000:]})}
     report = work / "report"
     code, output = check.run("report", [sys.executable, "-m", "pgrpo.cli", "report", str(logs), "--out", str(report)],
@@ -354,8 +363,8 @@ def _lab_md(part: dict | None) -> list[str]:
     if not part:
         return []
     lines = [f"## The embedded lab cell on the device (seed 0; model `{part['model']}`)", "",
-             f"Fits' exit codes: {part['fits_exit']} (None: stopped at the budget). Both arms ran at once, beside "
-             "the CUDA tests.", ""]
+             f"Fits' exit codes: {part['fits_exit']} (None: stopped at the budget). Both arms ran at once, "
+             f"{part['beside']} the CUDA tests.", ""]
     arms = part.get("arms", {})
     if arms:
         lines += ["| arm | steps | " + " | ".join(PHASES) + " | step | hack (last 10) | solve (last 10) |",

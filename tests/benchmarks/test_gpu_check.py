@@ -9,7 +9,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow  # the whole check at tiny sizes: about 3 minutes on 2 cores
+@pytest.mark.slow  # the whole check at tiny sizes: about 6 minutes on 2 cores
 def test_the_gpu_check_rehearses_end_to_end_on_the_cpu(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "PGRPO_CACHE": str(tmp_path / "cache")}
@@ -21,6 +21,7 @@ def test_the_gpu_check_rehearses_end_to_end_on_the_cpu(tmp_path):
     parts = result["parts"]
     assert all(part["wall_s"] >= 0 for part in parts.values())  # which part took the budget
     assert parts["cuda_tests"]["passed"] >= 11 and parts["cuda_tests"]["skipped"] == 0  # run on the CPU, not skipped
+    assert parts["cuda_tests"]["exit"] == 0 and parts["lab_cell"]["beside"] == "after"  # 2 cores: one, then the other
     assert set(parts["real_size"]["shapes"]) == {"smollm2-135m", "qwen3-0.6b"}
     assert {a: parts["lab_cell"]["arms"][a]["steps"] for a in ("vanilla", "erase")} == {"vanilla": 3, "erase": 3}
     assert parts["environment"]["lower_bounds"] and all(b["ok"] for b in parts["environment"]["lower_bounds"])
