@@ -104,7 +104,8 @@ def gpu_check(out: Path, device: str, bundle: Path, budget_s: float, work: Path 
     base = str(bundle / "embedded") if (bundle / "embedded" / "config.json").is_file() else "embedded"
     # the first run on a GPU spent the budget on the tests and the real-size part, and its lab cell stopped at
     # step 92: there the cell's fits start first and run beside the tests. A CPU rehearsal has no idle device to
-    # share: on 2 cores the fits took the tests' cores and the tests ran past their limit, so it runs one, then the other
+    # share: on 2 cores the fits took the tests' cores and the tests ran past their limit, so it runs one, then the
+    # other
     if tiny:
         check.part("cuda_tests", cuda_tests(check, env, device, work))
     fits = start_lab_cell(env, device, base, work, tiny)

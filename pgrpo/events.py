@@ -140,13 +140,9 @@ def load_basis(run_dir: Path) -> dict | None:
     """The V a run recorded ({digest, k_total, meta}); None for a run from before runs recorded it. A file of another
     shape is refused, naming it."""
     path = run_dir / BASIS_FILE
-    if not path.is_file():
-        return None
-    try:
-        basis = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a run's V record ({err})") from err
-    if not (isinstance(basis, dict) and "digest" in basis and isinstance(basis.get("meta"), dict)):
+    basis = _read_record(path, "V")
+    if basis is not None and not (isinstance(basis, dict) and "digest" in basis
+                                  and isinstance(basis.get("meta"), dict)):
         raise ValueError(f"{path}: not a run's V record ({{digest, k_total, meta}}): {basis!r:.200}")
     return basis
 
@@ -156,17 +152,22 @@ def load_code(run_dir: Path) -> list[dict] | None:
     pgrpo.provenance.code_record gives it; None for a run from before runs recorded it. A file of another shape is
     refused, naming it: a run whose code cannot be read is not one whose code went unrecorded."""
     path = run_dir / CODE_FILE
-    if not path.is_file():
-        return None
-    try:
-        parts = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a run's code record ({err})") from err
-    if not (isinstance(parts, list) and parts
-            and all(isinstance(p, dict) and ("commit" in p or "version" in p) for p in parts)):
+    parts = _read_record(path, "code")
+    if parts is not None and not (isinstance(parts, list) and parts and all(
+            isinstance(p, dict) and ("commit" in p or "version" in p) for p in parts)):
         raise ValueError(f"{path}: not a run's code record (a list of {{commit, clean, changed}} or {{version}} "
                          f"records): {parts!r:.200}")
     return parts
+
+
+def _read_record(path: Path, what: str):
+    """A run's JSON record; None where the run has none (it is from before runs recorded it)."""
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a run's {what} record ({err})") from err
 
 
 def load_config(run_dir: Path) -> dict | None:

@@ -187,7 +187,8 @@ def test_a_reports_figures_are_drawn_again_from_the_runs_its_figures_json_names(
     assert {name: (out / name).read_bytes() for name in drawn} == drawn and not figures_missing(out)
     shutil.copytree(sweep_dir, tmp_path / "demo")
     shutil.rmtree(tmp_path / "demo" / "erase" / "seed1")
-    with pytest.raises(FileNotFoundError, match=rf"{out / FIGURES_FILE}: runs not under {tmp_path / 'demo'}: erase/seed1"):
+    missing = rf"{out / FIGURES_FILE}: runs not under {tmp_path / 'demo'}: erase/seed1"
+    with pytest.raises(FileNotFoundError, match=missing):
         redraw(out, root=tmp_path)
 
 
