@@ -125,6 +125,7 @@ def first_steps(scalars: Scalars, n: int) -> Scalars:
 BASE_FILE = "base.json"  # what a run records of its base (pgrpo.summary.RunSummary, models.base_record)
 BASIS_FILE = "basis.json"  # which V it trained with: digest, k and how it was built (pgrpo.summary.RunSummary)
 CODE_FILE = "code.json"  # the code it ran, a record per part of it (pgrpo.summary.RunSummary, pgrpo.provenance)
+POOL_FILE = "teacher_pool.json"  # the teacher pool it trained with: its path and rows' digest (pgrpo.summary)
 
 
 def load_base(run_dir: Path) -> dict | None:

@@ -13,7 +13,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
-from pgrpo.events import BASE_FILE, BASIS_FILE, CODE_FILE, Scalars, load_code, read_scalars
+from pgrpo.events import BASE_FILE, BASIS_FILE, CODE_FILE, POOL_FILE, Scalars, load_code, read_scalars
 from pgrpo.interventions import Intervention
 from pgrpo.models import base_record
 from pgrpo.provenance import code_record, describe
@@ -50,11 +50,16 @@ class RunSummary(L.Callback):
 
     @rank_zero_only
     def _record_base(self, trainer, pl_module) -> None:
-        """base.json beside the curves: `pgrpo report` refuses to pool runs whose bases differ."""
+        """base.json beside the curves (`pgrpo report` refuses to pool runs whose bases differ), and
+        teacher_pool.json: the teacher pool's digest."""
         run_dir = board_dir(trainer)
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             (run_dir / BASE_FILE).write_text(json.dumps(base_record(pl_module.model_name), indent=1))
+            pool = getattr(trainer.datamodule, "pool", None)  # the cached teacher pool, where the run has one
+            if pool is not None:
+                (run_dir / POOL_FILE).write_text(json.dumps({"path": str(pool.path), "digest": pool.digest()},
+                                                            indent=1))
 
     @rank_zero_only
     def _record_code(self, trainer) -> None:

@@ -102,3 +102,26 @@ def test_a_fit_records_the_code_it_ran_and_a_resumed_fit_the_code_of_each_part(t
     assert json.loads((run / "code.json").read_text()) == [first, second]
     assert (f"\n  code: commit aaaaaaaaaaaa (clean), then commit bbbbbbbbbbbb (dirty: 1 uncommitted change) (the "
             f"changes: {run / 'code.json'})\n") in capsys.readouterr().out
+
+
+def test_a_fit_records_the_digest_of_the_teacher_pools_rows_it_trained_with(tmp_path):
+    """A cached pool is an artefact the cell trained with: its rows' digest, which a rewrite of its gzip files
+    (their headers hold the time they were written) does not change."""
+    import gzip
+    import json
+
+    from pgrpo.cli import main
+    from pgrpo.env.pool import TeacherPool
+    from test_cli import fast
+
+    main(fast("vanilla", tmp_path, 1))
+    record = json.loads((tmp_path / "vanilla" / "version_0" / "teacher_pool.json").read_text())
+    pool = Path(record["path"])
+    assert record["digest"] == TeacherPool.load(pool).digest()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "pool.json").write_text((pool / "pool.json").read_text())
+    for file in pool.glob("*.jsonl.gz"):
+        with gzip.GzipFile(copy / file.name, "wb", mtime=12345) as out:
+            out.write(gzip.decompress(file.read_bytes()))
+    assert TeacherPool.load(copy).digest() == record["digest"]

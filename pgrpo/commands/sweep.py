@@ -34,8 +34,8 @@ from pgrpo.basis import KEPT_PREFIX
 from pgrpo.cache import announce, cache_dir
 from pgrpo.end_eval import FILE as END_EVAL_FILE
 from pgrpo.end_eval import evaluated_at
-from pgrpo.events import (BASE_FILE, BASIS_FILE, CODE_FILE, KEPT_SCALARS, Scalars, keep_scalars, load_base,
-                          load_basis, load_code, load_config, read_scalars, setting)
+from pgrpo.events import (BASE_FILE, BASIS_FILE, CODE_FILE, KEPT_SCALARS, POOL_FILE, Scalars, keep_scalars,
+                          load_base, load_basis, load_code, load_config, read_scalars, setting)
 from pgrpo.extraction import HackBasis
 from pgrpo.models import cached_digest, merges_published_update, model_id, same_base
 from pgrpo.provenance import NOT_CODE, REPOSITORY, code_record
@@ -471,7 +471,7 @@ def keep_cell(cell: Path, kept: Path, checkpoint: bool = False) -> None:
                 (kept / name).rename(kept / shorter)
     kept.mkdir(parents=True, exist_ok=True)
     keep_scalars(scalars, kept / KEPT_SCALARS)  # a superset of what was kept: a copy cut short loses nothing
-    for name in (BASE_FILE, BASIS_FILE, CODE_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
+    for name in (BASE_FILE, BASIS_FILE, CODE_FILE, POOL_FILE, END_EVAL_FILE, "fit.log", "config.yaml"):
         if (cell / name).is_file():
             shutil.copyfile(cell / name, kept / name)
     keep_v_file(cell, kept.parents[2] / "bases")

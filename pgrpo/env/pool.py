@@ -9,6 +9,7 @@ Layout: `<dir>/pool.json` (metadata) and one `<problem_id>.jsonl.gz` per problem
 """
 
 import gzip
+import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass
@@ -129,6 +130,12 @@ class TeacherPool:
                 row = _parse_row(line, f"{file}:{lineno}")
                 rows.setdefault(row.problem_id, []).append(row)
         return cls(rows, path)
+
+    def digest(self) -> str:
+        """sha256 over the rows, in problem order: the pool a run trained with, whatever wrote its files (a gzip file
+        holds the time it was written, so two builds of the same rows differ in their bytes, not here)."""
+        rows = [asdict(r) for pid in sorted(self.rows) for r in self.rows[pid]]
+        return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
     def restricted_to_modes(self, modes: list[str] | None) -> "TeacherPool":
         """Only rows of the given loophole modes (the weak-detector experiment)."""
