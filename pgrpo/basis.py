@@ -27,8 +27,7 @@ from pathlib import Path
 import torch
 
 from pgrpo.adapter import SVDAdapterLinear
-from pgrpo.cache import announce, announce_build, announce_cached, duration, progress_ticker
-from pgrpo.embedded import KEPT_BUILDS
+from pgrpo.cache import KEPT_BUILDS, announce, announce_build, announce_cached, duration, progress_ticker
 from pgrpo.env import MODES, Problem
 from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs,
                              template_pairs)

@@ -13,6 +13,12 @@ from pathlib import Path
 from lightning.pytorch.utilities import rank_zero_only
 
 
+# What the repository keeps of the cache (results/bases/): embedded builds (<build id>/, each with a SHA256SUMS of its
+# files) and the Vs kept cells trained with (v-<digest>.safetensors); a cache that lacks one restores it from here,
+# its digest checked. Absent where pgrpo is installed without its repository.
+KEPT_BUILDS = Path(__file__).resolve().parents[1] / "results" / "bases"
+
+
 def cache_dir() -> Path:
     """$PGRPO_CACHE if set, else ~/.cache/pgrpo."""
     return Path(os.environ.get("PGRPO_CACHE") or Path.home() / ".cache" / "pgrpo")

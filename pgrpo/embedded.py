@@ -34,8 +34,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from pgrpo.cache import (announce, announce_build, announce_cached, cache_dir as default_cache_dir, duration,
-                         files_digest, progress_ticker)
+from pgrpo.cache import (KEPT_BUILDS, announce, announce_build, announce_cached, cache_dir as default_cache_dir,
+                         duration, files_digest, progress_ticker)
 
 # Bump when a build step changes in a way the constants and sources hashed below do not capture.
 RECIPE_VERSION = 4
@@ -69,9 +69,6 @@ PINS_KERNELS = platform.machine().lower() in ("x86_64", "amd64")
 PRETRAIN_STEPS_ENV = "PGRPO_PRETRAIN_STEPS"
 MARKER = "pgrpo_embedded.json"  # written last; a directory without it is not a finished build
 STALE_TMP_SECONDS = 3600  # a build takes seconds; an older temp dir belongs to a killed build
-# Builds kept in the repository (results/bases/<build id>/, each with a SHA256SUMS of its files): a recipe whose id
-# names one is restored from those bytes, not rebuilt. Absent where pgrpo is installed without its repository.
-KEPT_BUILDS = Path(__file__).resolve().parents[1] / "results" / "bases"
 CHECKSUMS = "SHA256SUMS"  # `sha256sum` writes and checks it: `cd results/bases/<build> && sha256sum -c SHA256SUMS`
 # The build's time as announced, measured on 2 cores (pretraining runs on 2 threads on any machine):
 # tokenizer, corpus and saving, then each pretraining step.

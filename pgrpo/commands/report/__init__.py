@@ -12,7 +12,7 @@ from pgrpo.commands.report.brief import brief
 from pgrpo.commands.report.decisions import decision_table
 from pgrpo.commands.report.kinds import (arm_kind, code_line, one_base, paired_baselines, pick_baseline,
                                          pick_honest, placebos)
-from pgrpo.commands.report.figures import draw_figures, record_figures
+from pgrpo.commands.report.figures import draw_figures, logged_tags, record_figures
 from pgrpo.commands.report.stats import ACTIVE, HACK, SOLVE, START
 from pgrpo.commands.report.tables import (SUMMARY_COLUMNS, arm_table, end_table, explanation, markdown, mode_table,
                                           weak_detector_table)
@@ -128,7 +128,7 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     out_dir.mkdir(parents=True, exist_ok=True)
     *plots, matched = draw_figures(by_arm, honest, out_dir, last)
     record_figures(out_dir, str(logdir), by_arm, steps, last, honest, [*plots, matched])
-    logged = {tag for rs in by_arm.values() for r in rs for tag, values in r.scalars.items() if values}
+    logged = logged_tags(by_arm)
     pairs = paired_baselines(by_arm, base, explicit=baseline is not None)
     twins = [f"`{arm}` with `{twin}`" for arm, twin in pairs.items() if twin not in (None, base)]
     if base:

@@ -18,12 +18,16 @@ OPTIONAL_CURVES = (("entropy", "entropy.png"), ("adapter/delta_s_along_v", "drif
 def draw_figures(by_arm: dict[str, list[Run]], honest: str | None, out_dir: Path, last: int) -> list[Path]:
     """hack.png and solve.png, entropy.png and drift.png where logged, then matched.png: their paths, in that order."""
     curves = [(HACK, "hack.png", True), (SOLVE, "solve.png", True)]
-    logged = {tag for rs in by_arm.values() for r in rs for tag, values in r.scalars.items() if values}
-    curves += [(tag, name, False) for tag, name in OPTIONAL_CURVES if tag in logged]
+    curves += [(tag, name, False) for tag, name in OPTIONAL_CURVES if tag in logged_tags(by_arm)]
     for tag, name, rate in curves:
         plot_curves(by_arm, tag, out_dir / name, rate=rate)
     plot_matched(by_arm, honest, out_dir / "matched.png", last)
     return [out_dir / name for _, name, _ in curves] + [out_dir / "matched.png"]
+
+
+def logged_tags(by_arm: dict[str, list[Run]]) -> set[str]:
+    """The tags some run logged a value of."""
+    return {tag for rs in by_arm.values() for r in rs for tag, values in r.scalars.items() if values}
 
 
 def record_figures(out_dir: Path, source: str, by_arm: dict[str, list[Run]], steps: int | None, last: int,
