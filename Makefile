@@ -82,7 +82,7 @@ test: setup
 # every intervention held to what it may read of its host (pgrpo/interventions/base.py: RunView): a hook that
 # reaches past the view, e.g. into the Lightning trainer, fails here
 typecheck: setup
-	$(BIN)/mypy pgrpo/interventions pgrpo/calibration.py pgrpo/generation.py pgrpo/integrations --follow-imports=silent --ignore-missing-imports
+	$(BIN)/mypy pgrpo/interventions pgrpo/directions/calibration.py pgrpo/step/generation.py pgrpo/integrations --follow-imports=silent --ignore-missing-imports
 
 # figures to read, not a test: each hot path against its plain version (benchmarks/, docs/performance.md)
 bench: setup
@@ -90,7 +90,7 @@ bench: setup
 
 # PGRPO_REQUIRE_VLLM turns the tests' skip-without-vLLM into a failure: here vLLM must be there
 test-vllm: setup-vllm
-	PGRPO_REQUIRE_VLLM=1 $(VBIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup tests/test_vllm_engine.py
+	PGRPO_REQUIRE_VLLM=1 $(VBIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup tests/step/test_vllm_engine.py
 
 # the docs extra goes into the project's venv (its torch set up first, so pip does not pull a CUDA build).
 # NO_MKDOCS_2_WARNING: the material theme prints an end-of-life banner on every build; it is not a build warning

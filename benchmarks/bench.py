@@ -25,24 +25,24 @@ from torch.utils._pytree import tree_flatten
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from typing_extensions import override
 
-from pgrpo.adapter import DEFAULT_TARGETS, SVDAdapterLinear, attach_adapter, capture_row_grads, knobs_zeroed
-from pgrpo.adapter import merged_for_generation
-from pgrpo.basis import ExtractionConfig, completion_grads, contrastive_pairs
-from pgrpo.cache import cache_dir
-from pgrpo.data import GRPODataModule, PromptGroup, StepBatches
+from pgrpo.model.adapter import DEFAULT_TARGETS, SVDAdapterLinear, attach_adapter, capture_row_grads, knobs_zeroed
+from pgrpo.model.adapter import merged_for_generation
+from pgrpo.directions.basis import ExtractionConfig, completion_grads, contrastive_pairs
+from pgrpo.records.cache import cache_dir
+from pgrpo.hosts.lightning.data import GRPODataModule, PromptGroup, StepBatches
 from pgrpo.env import grade_batch, load_problems
 from pgrpo.env.benchmark import benchmark_grading
 from pgrpo.env.prompts import build_messages
-from pgrpo.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
+from pgrpo.step.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.chat import render_chat
-from pgrpo.models import load_model_and_tokenizer, load_tokenizer, resolve_model_path
-from pgrpo.generation import GenerationConfig, build_sampler
-from pgrpo.module import ProjectedGRPO
+from pgrpo.model.load import load_model_and_tokenizer, load_tokenizer, resolve_model_path
+from pgrpo.step.generation import GenerationConfig, build_sampler
+from pgrpo.hosts.lightning.module import ProjectedGRPO
 from pgrpo.interventions.erase import Erase
 from pgrpo.interventions.route import Route
 from pgrpo.interventions.vanilla import Vanilla
-from pgrpo.projection import measure_grads
-from pgrpo.rollout import Packed, SamplingConfig, pack, sample
+from pgrpo.step.projection import measure_grads
+from pgrpo.step.rollout import Packed, SamplingConfig, pack, sample
 
 PHASES = ("generate", "grade", "assemble", "backward", "project", "optimizer")
 # route parks a projected position, never a gradient

@@ -265,7 +265,7 @@ def describe(device: str) -> dict:
 
 def phases(logs: Path) -> dict:
     """Per arm: the median seconds of each phase of a step, the steps reached, and hack/solve over the last 10."""
-    from pgrpo.events import read_scalars
+    from pgrpo.records.events import read_scalars
 
     arms = {}
     for arm in ARMS:
@@ -422,7 +422,7 @@ def _commit() -> str:
 def prepare_base(dest: Path) -> None:
     """Copy the embedded base, built here, to `dest`: the GPU machine's lab cell loads it as a checkpoint directory
     instead of spending minutes of its budget pretraining its own."""
-    from pgrpo.models import resolve_model_path
+    from pgrpo.model.load import resolve_model_path
 
     source = resolve_model_path("embedded")
     if dest.exists():

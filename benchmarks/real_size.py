@@ -20,13 +20,13 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
 from benchmarks.bench import _randomize, bare_forward_backward, generation_figures, time_alternating
-from pgrpo.adapter import attach_adapter, capture_row_grads
-from pgrpo.extraction import HackBasis
+from pgrpo.model.adapter import attach_adapter, capture_row_grads
+from pgrpo.directions.extraction import HackBasis
 from pgrpo.interventions.erase import Erase
-from pgrpo.loss import LossConfig, grpo_loss, token_logprobs
-from pgrpo.models import DTYPES, load_tokenizer
-from pgrpo.projection import grad_hack_fraction, measure_grads
-from pgrpo.rollout import pack
+from pgrpo.step.loss import LossConfig, grpo_loss, token_logprobs
+from pgrpo.model.load import DTYPES, load_tokenizer
+from pgrpo.step.projection import grad_hack_fraction, measure_grads
+from pgrpo.step.rollout import pack
 
 # the published configs' shapes (SmolLM2-135M-Instruct is a Llama, Qwen3-0.6B a Qwen3; both tie the embeddings)
 SHAPES = {

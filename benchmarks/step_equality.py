@@ -23,7 +23,7 @@ from pathlib import Path
 from jsonargparse import auto_cli
 
 from pgrpo.commands.sweep import arm_name, sweep
-from pgrpo.events import read_scalars
+from pgrpo.records.events import read_scalars
 
 HERE = Path(__file__).parent
 # every arm of configs/, and the overlays that take another path through the step (a projection variant, the

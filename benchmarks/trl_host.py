@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from jsonargparse import auto_cli
 
-from pgrpo.events import HACK, find_runs
+from pgrpo.records.events import HACK, find_runs
 
 LOGS = Path("logs/trl_host")
 WINDOW = 10  # steps averaged at the start and the end of a run
@@ -33,7 +33,7 @@ def run(arm: str = "ProbePenalty", seeds: list[int] = [0], steps: int = 60, logs
     each run's per-step hack rate and step time go to <logs>/trl/<arm>/seed<k>.json."""
     from trl import GRPOConfig
 
-    from pgrpo.integrations.trl import build_trainer
+    from pgrpo.hosts.trl import build_trainer
     from pgrpo.interventions.catalog import arms
 
     for seed in seeds:
@@ -95,8 +95,8 @@ def timing(steps: int = 10, rounds: int = 2, logs: Path = LOGS / "timing") -> No
 
     from trl import GRPOConfig
 
-    from pgrpo.events import read_scalars
-    from pgrpo.integrations.trl import build_trainer
+    from pgrpo.records.events import read_scalars
+    from pgrpo.hosts.trl import build_trainer
     from pgrpo.interventions import Vanilla
 
     step_s: dict[str, list[float]] = {"pgrpo": [], "TRL": []}

@@ -26,8 +26,8 @@ def pytest_configure(config):
 def short_pretraining():
     """The embedded default pretrains for 2 steps in tests (seconds, not minutes): what the tests check
     (the trainer's mechanics, caching, determinism) does not depend on how well the base codes. The full
-    recipe is tested in tests/test_pretrain.py (marked slow)."""
-    from pgrpo.embedded import PRETRAIN_STEPS_ENV
+    recipe is tested in tests/model/test_pretrain.py (marked slow)."""
+    from pgrpo.model.embedded import PRETRAIN_STEPS_ENV
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(PRETRAIN_STEPS_ENV, "2")

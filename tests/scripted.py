@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 import torch
 
-from pgrpo.batch import Samples
-from pgrpo.data import PromptGroup
+from pgrpo.step.batch import Samples
+from pgrpo.hosts.lightning.data import PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.env.exploits import clean_completion, hack_completion
-from pgrpo.extraction import HackBasis, random_basis_like
-from pgrpo.generation import Sampler
-from pgrpo.module import ProjectedGRPO
+from pgrpo.directions.extraction import HackBasis, random_basis_like
+from pgrpo.step.generation import Sampler
+from pgrpo.hosts.lightning.module import ProjectedGRPO
 
 KINDS = ("hack", "clean", "no answer")  # the scripted student rows of every prompt, in this order
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from pgrpo.callbacks import StepCheckpoint
+from pgrpo.hosts.lightning.callbacks import StepCheckpoint
 from pgrpo.cli import bare_flags_to_true, main
-from pgrpo.events import read_scalars
+from pgrpo.records.events import read_scalars
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRED_TAGS = [

@@ -15,18 +15,18 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from pgrpo.adapter import KNOB_NAMES, attach_adapter, folded_weight, knobs_zeroed, merged_for_generation
+from pgrpo.model.adapter import KNOB_NAMES, attach_adapter, folded_weight, knobs_zeroed, merged_for_generation
 from pgrpo.chat import render_chat
 from pgrpo.cli import main
-from pgrpo.data import GRPODataModule
+from pgrpo.hosts.lightning.data import GRPODataModule
 from pgrpo.env import load_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.interventions import Erase
-from pgrpo.models import load_model_and_tokenizer
-from pgrpo.generation import GenerationConfig
-from pgrpo.loss import token_logprobs
-from pgrpo.module import ProjectedGRPO
-from pgrpo.rollout import SamplingConfig, sample, seeded
+from pgrpo.model.load import load_model_and_tokenizer
+from pgrpo.step.generation import GenerationConfig
+from pgrpo.step.loss import token_logprobs
+from pgrpo.hosts.lightning.module import ProjectedGRPO
+from pgrpo.step.rollout import SamplingConfig, sample, seeded
 from test_adapter import input_ids, randomize_knobs, tiny_model
 from test_cli import fast
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pgrpo.embedded import PRETRAIN_STEPS_ENV
-from pgrpo.events import read_scalars, tail_mean
+from pgrpo.model.embedded import PRETRAIN_STEPS_ENV
+from pgrpo.records.events import read_scalars, tail_mean
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -55,7 +55,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_has_no_cycle():
     graph = import_graph()
-    assert {"pgrpo.models", "pgrpo.embedded", "pgrpo.pretrain", "pgrpo.base_eval"} <= graph.keys()
+    assert {"pgrpo.model.load", "pgrpo.model.embedded", "pgrpo.model.pretrain", "pgrpo.evaluation.base_eval"} <= graph.keys()
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 

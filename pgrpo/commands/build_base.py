@@ -3,8 +3,8 @@
 import time
 from pathlib import Path
 
-from pgrpo.base_eval import evaluate_base, hint_reading, hint_reading_line
-from pgrpo.embedded import build_embedded_default, embedded_default_path
+from pgrpo.evaluation.base_eval import evaluate_base, hint_reading, hint_reading_line
+from pgrpo.model.embedded import build_embedded_default, embedded_default_path
 
 
 def build_base(out: str | None = None, evaluate: bool = True, samples_per_problem: int = 8,

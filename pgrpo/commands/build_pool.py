@@ -2,7 +2,7 @@
 
 from pgrpo.env import RewardConfig, load_problems
 from pgrpo.env.pool import TeacherPool, build_pool as build
-from pgrpo.sampled_pool import Sampling, sample_pool
+from pgrpo.evaluation.sampled_pool import Sampling, sample_pool
 
 
 def build_pool(

@@ -1,4 +1,4 @@
-"""`pgrpo eval`: the public benchmark's evaluation (pgrpo/evaluate.py) of a checkpoint as deployed, a model
+"""`pgrpo eval`: the public benchmark's evaluation (pgrpo/evaluation/evaluate.py) of a checkpoint as deployed, a model
 directory or the embedded base, printed as a table and written as JSON."""
 
 import json
@@ -11,14 +11,14 @@ from pathlib import Path
 import torch
 import yaml
 
-from pgrpo.adapter import merged_for_generation
+from pgrpo.model.adapter import merged_for_generation
 from pgrpo.chat import render_chat
 from pgrpo.env import GradeResult, Problem, grade_batch, load_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.env.variants import VARIANTS
-from pgrpo.evaluate import TEMPERATURE, SampleAndGrade, evaluate, format_table, with_loopholes
-from pgrpo.rollout import SamplingConfig, sample_decoded, seeded
+from pgrpo.evaluation.evaluate import TEMPERATURE, SampleAndGrade, evaluate, format_table, with_loopholes
+from pgrpo.step.rollout import SamplingConfig, sample_decoded, seeded
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,8 @@ class _Source:
 
 
 def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
-    from pgrpo.checkpoint import load_run_checkpoint
-    from pgrpo.models import load_model_and_tokenizer, model_id
+    from pgrpo.model.checkpoint import load_run_checkpoint
+    from pgrpo.model.load import load_model_and_tokenizer, model_id
 
     path = Path(ckpt_path).expanduser()
     if path.is_dir() and (path / "checkpoints" / "last.ckpt").is_file() and not (path / "config.json").is_file():
@@ -188,7 +188,7 @@ def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
 
 def _eval_problems(source: _Source, data: EvalData) -> tuple[list[Problem], dict]:
     """The problems to evaluate, with their fixed_name loophole modes, and which split they are."""
-    from pgrpo.data import held_out
+    from pgrpo.hosts.lightning.data import held_out
 
     run = source.run_data
     if source.info["kind"] == "checkpoint" and run is None and data.problems is None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from pgrpo.adapter import fold_into_base
-from pgrpo.checkpoint import load_run_checkpoint
+from pgrpo.model.adapter import fold_into_base
+from pgrpo.model.checkpoint import load_run_checkpoint
 from pgrpo.interventions import from_config
 
 # the config of the run, copied beside the weights under this name

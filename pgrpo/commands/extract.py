@@ -2,14 +2,14 @@
 
 from functools import partial
 
-from pgrpo.adapter import DEFAULT_TARGETS, attach_adapter
-from pgrpo.basis import ExtractionConfig, load_or_extract_basis
-from pgrpo.cache import cache_dir
-from pgrpo.controls import CONTROLS, control_basis
-from pgrpo.data import held_out
+from pgrpo.model.adapter import DEFAULT_TARGETS, attach_adapter
+from pgrpo.directions.basis import ExtractionConfig, load_or_extract_basis
+from pgrpo.records.cache import cache_dir
+from pgrpo.directions.controls import CONTROLS, control_basis
+from pgrpo.hosts.lightning.data import held_out
 from pgrpo.env import load_problems
-from pgrpo.extraction import basis_overlap
-from pgrpo.models import hack_openings, load_model_and_tokenizer, model_id
+from pgrpo.directions.extraction import basis_overlap
+from pgrpo.model.load import hack_openings, load_model_and_tokenizer, model_id
 
 
 def extract(

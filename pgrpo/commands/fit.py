@@ -8,12 +8,12 @@ from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.cli import LightningCLI
 from typing_extensions import override
 
-from pgrpo.callbacks import CompletionSamples, HackMetricsLogger, StepCheckpoint
-from pgrpo.data import GRPODataModule
-from pgrpo.end_eval import EndOfRunEval
-from pgrpo.module import ProjectedGRPO
-from pgrpo.progress import StepProgressBar
-from pgrpo.summary import RunSummary
+from pgrpo.hosts.lightning.callbacks import CompletionSamples, HackMetricsLogger, StepCheckpoint
+from pgrpo.hosts.lightning.data import GRPODataModule
+from pgrpo.evaluation.end_eval import EndOfRunEval
+from pgrpo.hosts.lightning.module import ProjectedGRPO
+from pgrpo.hosts.lightning.progress import StepProgressBar
+from pgrpo.records.summary import RunSummary
 
 
 def fit(args: list[str] | None = None, other_commands: tuple[str, ...] = ()) -> None:

@@ -3,10 +3,10 @@
 from dataclasses import fields
 from pathlib import Path
 
-from pgrpo.base_eval import evaluate_base, hint_reading, hint_reading_line
-from pgrpo.models import PRIMED, model_id, resolve_model_path
-from pgrpo.priming import PrimeSettings, primed_checkpoint, publish
-from pgrpo.rollout import SamplingConfig
+from pgrpo.evaluation.base_eval import evaluate_base, hint_reading, hint_reading_line
+from pgrpo.model.load import PRIMED, model_id, resolve_model_path
+from pgrpo.model.priming import PrimeSettings, primed_checkpoint, publish
+from pgrpo.step.rollout import SamplingConfig
 
 
 # the priming's defaults are PrimeSettings' (the one truth: `model: …+primed` names the base they make)
@@ -25,7 +25,7 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
     solutions under the no-loophole prompt and under each hint, and a share of completions that pull the lever
     their hint names. With every setting at its default the result is what `model: MODEL+primed` names in a
     config (configs/smollm2_primed.yaml); with others, pass the printed directory as `model:`. Where the
-    repository publishes the update these settings make (pgrpo/primings/), it is merged, not trained: every
+    repository publishes the update these settings make (pgrpo/model/primings/), it is merged, not trained: every
     machine then has the same base to the bit (training's last bits depend on the CPU). The evaluation
     samples every RL problem under its own hint and prints format, solve, hack and clipping rates, then hint
     reading (every problem under every hint: of the samples that pull a lever, the share pulling the named one).
@@ -44,7 +44,7 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
             the key, so another count trains rather than merging the published update).
         retrain: train the update even where one is published for these settings (into --out, to check it
             or, with --publish_update, to replace it).
-        publish_update: copy the update and its record into pgrpo/primings/, to commit: every machine merges it.
+        publish_update: copy the update and its record into pgrpo/model/primings/, to commit: every machine merges it.
         evaluate: sample and grade the primed base on the RL problems afterwards.
         samples_per_problem: completions per RL problem (and per problem and hint) in the evaluation.
         max_new_tokens: the evaluation's completion length (clipping is measured at it).

@@ -30,16 +30,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgrpo.basis import KEPT_PREFIX
-from pgrpo.cache import announce, cache_dir
-from pgrpo.end_eval import FILE as END_EVAL_FILE
-from pgrpo.end_eval import evaluated_at
-from pgrpo.events import (BASE_FILE, BASIS_FILE, CODE_FILE, KEPT_SCALARS, POOL_FILE, Scalars, keep_scalars,
+from pgrpo.directions.basis import KEPT_PREFIX
+from pgrpo.records.cache import announce, cache_dir
+from pgrpo.evaluation.end_eval import FILE as END_EVAL_FILE
+from pgrpo.evaluation.end_eval import evaluated_at
+from pgrpo.records.events import (BASE_FILE, BASIS_FILE, CODE_FILE, KEPT_SCALARS, POOL_FILE, Scalars, keep_scalars,
                           load_base, load_basis, load_code, load_config, read_scalars, setting)
-from pgrpo.extraction import HackBasis
-from pgrpo.models import cached_digest, merges_published_update, model_id, same_base
-from pgrpo.provenance import NOT_CODE, REPOSITORY, code_record
-from pgrpo.substrate import cpu_kind, machine
+from pgrpo.directions.extraction import HackBasis
+from pgrpo.model.load import cached_digest, merges_published_update, model_id, same_base
+from pgrpo.records.provenance import NOT_CODE, REPOSITORY, code_record
+from pgrpo.model.substrate import cpu_kind, machine
 
 CELL_FILE = "cell.json"
 LAST = Path("checkpoints") / "last.ckpt"
@@ -328,7 +328,7 @@ def evaluated(cell: Path) -> bool:
 
 def refuse_uncommitted_code(protocol: str) -> None:
     """Before any cell of a confirmatory plan runs: refuse a pgrpo whose code is not committed as it stands, naming
-    each uncommitted change (pgrpo.provenance: git status of its checkout, the kept results aside)."""
+    each uncommitted change (pgrpo.records.provenance: git status of its checkout, the kept results aside)."""
     if not Path(protocol).is_file():
         raise SystemExit(f"--protocol {protocol}: no such file (a confirmatory plan names the protocol it runs under)")
     code = code_record()
@@ -377,18 +377,18 @@ def refuse_another_cached_base(store: Path) -> None:
         if cached is not None and cached != digest:
             raise SystemExit(f"the cache holds base {kept_id} with files sha256 {cached[:16]}, but the cells kept in "
                              f"{store} ({cell}, ...) trained on {digest[:16]}{where}: put theirs in the cache first "
-                             f"(a primed base: merged from the update published for it, pgrpo/primings/, or trained on "
+                             f"(a primed base: merged from the update published for it, pgrpo/model/primings/, or trained on "
                              f"a CPU that trains their bytes; this one is {cpu_kind()}; results/README.md)")
         if cached is None and built_on and built_on != cpu_kind() and not merges_published_update(name):
             announce(f"the cells kept in {store} ({cell}, ...) trained on base {name!r} as built on {built_on}; this "
-                     f"machine is {cpu_kind()}: a primed base's bytes depend on the CPU (pgrpo.substrate), so the one "
+                     f"machine is {cpu_kind()}: a primed base's bytes depend on the CPU (pgrpo.model.substrate), so the one "
                      f"built here may differ, and then no cell of it is kept (results/README.md)")
 
 
 class OtherV(OtherBase):
     """A finished cell trained with another V than the cells kept before it took from the same inputs (the same
     model, pairs and settings): V's last bits depend on the thread count and the machine that extract it
-    (pgrpo.basis), and a plan's cells train with one V, or their method differs."""
+    (pgrpo.directions.basis), and a plan's cells train with one V, or their method differs."""
 
 
 def kept_vs(store: Path) -> dict[str, tuple[dict, Path]]:
@@ -424,7 +424,7 @@ def extracted(meta: dict) -> str:
 def keep_v_file(cell: Path, bases: Path) -> None:
     """Keep, once, the V a cell took from the cache in `bases` (<results>/bases/v-<digest>.safetensors) where it is
     small (KEPT_V_MAX_BYTES), so that a machine of the kind and thread count that extracted it restores the kept
-    cells' very V (pgrpo.basis); its digest is checked first (the cache's copy may have been replaced since)."""
+    cells' very V (pgrpo.directions.basis); its digest is checked first (the cache's copy may have been replaced since)."""
     meta = (load_basis(cell) or {"meta": {}})["meta"]
     if "cache_key" not in meta:
         return

@@ -1,16 +1,16 @@
-"""`pgrpo transfer`: does a detector built without one loophole mode flag that mode's hacks (pgrpo/transfer.py)?"""
+"""`pgrpo transfer`: does a detector built without one loophole mode flag that mode's hacks (pgrpo/directions/transfer.py)?"""
 
 import random
 from dataclasses import replace
 
-from pgrpo.activations import pair_states
-from pgrpo.adapter import attach_adapter
-from pgrpo.detectors import fit_logistic, fit_mean_difference
+from pgrpo.directions.activations import pair_states
+from pgrpo.model.adapter import attach_adapter
+from pgrpo.directions.detectors import fit_logistic, fit_mean_difference
 from pgrpo.env import load_problems
 from pgrpo.env.exploits import completion, wrong_solution
 from pgrpo.env.pairs import template_pairs
-from pgrpo.models import hack_openings, load_model_and_tokenizer
-from pgrpo.transfer import leave_one_mode_out
+from pgrpo.model.load import hack_openings, load_model_and_tokenizer
+from pgrpo.directions.transfer import leave_one_mode_out
 
 FITS = {"probe": fit_logistic, "shortcut": fit_mean_difference}
 

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pgrpo.cache import cache_dir
+from pgrpo.records.cache import cache_dir
 from pgrpo.env.problems import Problem
 
 MULTIPLE = 5.0  # a loaded machine runs a solution several times slower than when it was measured

@@ -8,11 +8,11 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
-from pgrpo.calibration import base_rollout_grads, matching_center
+from pgrpo.directions.calibration import base_rollout_grads, matching_center
 from pgrpo.interventions.base import RunView
 from pgrpo.interventions.reads_v import ReadsV, Source
-from pgrpo.projection import advantage_gate, rollout_hack_fraction
-from pgrpo.step_grads import StepGrads
+from pgrpo.step.projection import advantage_gate, rollout_hack_fraction
+from pgrpo.step.step_grads import StepGrads
 
 
 class AdvGate(ReadsV):

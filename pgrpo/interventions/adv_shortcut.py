@@ -9,7 +9,7 @@ contrastive pairs). On Phi-4-mini they cut hacking 99.9% → 24.9% at alpha 2.
 
 from torch import Tensor
 
-from pgrpo.detectors import fit_mean_difference
+from pgrpo.directions.detectors import fit_mean_difference
 from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_activations import Detector, ReadsActivations
 

@@ -13,11 +13,11 @@ negative controls of every V reader come with it (v: random | shuffled | nonhack
 import torch
 from torch import Tensor
 
-from pgrpo.extraction import HackBasis, nll_grads
+from pgrpo.directions.extraction import HackBasis, nll_grads
 from pgrpo.interventions.adv_shortcut import one_sided_penalty
 from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_v import ReadsV, Source
-from pgrpo.rollout import Packed
+from pgrpo.step.rollout import Packed
 
 
 class AdvShortcutV(ReadsV):

@@ -42,23 +42,23 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
-from pgrpo.adapter import SVDAdapterLinear, quarantine_zeroed
-from pgrpo.extraction import HackBasis
-from pgrpo.rollout import Packed
-from pgrpo.step_grads import StepGrads
+from pgrpo.model.adapter import SVDAdapterLinear, quarantine_zeroed
+from pgrpo.directions.extraction import HackBasis
+from pgrpo.step.rollout import Packed
+from pgrpo.step.step_grads import StepGrads
 
 
 if TYPE_CHECKING:  # the view names the host's types; the host imports this package, never the other way round
     from transformers import PreTrainedTokenizerBase
 
-    from pgrpo.basis import ContrastivePair, ExtractionConfig
-    from pgrpo.batch import Rollouts, Samples
-    from pgrpo.data import PromptGroup
+    from pgrpo.directions.basis import ContrastivePair, ExtractionConfig
+    from pgrpo.step.batch import Rollouts, Samples
+    from pgrpo.hosts.lightning.data import PromptGroup
     from pgrpo.env import GradeResult, Problem
-    from pgrpo.loss import LossConfig
-    from pgrpo.optim import OptimConfig
-    from pgrpo.generation import Sampler
-    from pgrpo.rollout import SamplingConfig
+    from pgrpo.step.loss import LossConfig
+    from pgrpo.step.optim import OptimConfig
+    from pgrpo.step.generation import Sampler
+    from pgrpo.step.rollout import SamplingConfig
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ w = σ / σ_max (weighted by singular value, as TDGA does) or 1.
 
 Its random placebo is matched in strength: K random directions keep far less of a gradient than the clean ones
 (on the embedded default they remove 0.96 of its norm against 0.88), so at train start it takes as many random
-directions as make it remove the real subspace's share of the base policy's gradient (pgrpo/calibration.py).
+directions as make it remove the real subspace's share of the base policy's gradient (pgrpo/directions/calibration.py).
 """
 
 from typing import ClassVar, Literal
@@ -18,12 +18,12 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
-from pgrpo.adapter import knobs_zeroed
-from pgrpo.basis import completion_grads, pair_prompts
-from pgrpo.calibration import base_gradient, bisect
-from pgrpo.extraction import random_rows_like
+from pgrpo.model.adapter import knobs_zeroed
+from pgrpo.directions.basis import completion_grads, pair_prompts
+from pgrpo.directions.calibration import base_gradient, bisect
+from pgrpo.directions.extraction import random_rows_like
 from pgrpo.interventions.base import Intervention, RunView, run_seed
-from pgrpo.projection import removed_share
+from pgrpo.step.projection import removed_share
 
 Weighting = Literal["singular_value", "uniform"]
 Subspace = Literal["real", "random"]

@@ -1,12 +1,12 @@
 """Erase: each step loses the component along V of its gradient, of its update, or of the knobs' position.
 
-Sign convention and why the one-sided gate is only safe on the position: pgrpo/projection.py. Why the default
+Sign convention and why the one-sided gate is only safe on the position: pgrpo/step/projection.py. Why the default
 gate is unbiased: docs/design.md#why-the-default-gate-is-unbiased.
 
 Its random-V placebo is matched in strength, not in k: a random V removes far less of a gradient than the real
 one (on the embedded default 0.20 of its norm against 0.35), so at the real V's k it would be a weaker edit, and
 "the real V beats it" could mean only "more is removed". At train start the placebo takes as many random axes as
-make it remove the real V's share of the base policy's first step (pgrpo/calibration.py).
+make it remove the real V's share of the base policy's first step (pgrpo/directions/calibration.py).
 """
 
 import math
@@ -15,12 +15,12 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
-from pgrpo.calibration import base_gradient, bisect
-from pgrpo.extraction import HackBasis, random_basis_like
+from pgrpo.directions.calibration import base_gradient, bisect
+from pgrpo.directions.extraction import HackBasis, random_basis_like
 from pgrpo.interventions.base import RunView, run_seed
 from pgrpo.interventions.reads_v import ReadsV, Source
-from pgrpo.optim import first_update
-from pgrpo.projection import Gate, Target, project_knobs, project_vector, purge_adam_moments, removed_share
+from pgrpo.step.optim import first_update
+from pgrpo.step.projection import Gate, Target, project_knobs, project_vector, purge_adam_moments, removed_share
 
 
 class Erase(ReadsV):

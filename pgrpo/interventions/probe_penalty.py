@@ -11,7 +11,7 @@ import math
 
 from torch import Tensor
 
-from pgrpo.detectors import fit_logistic
+from pgrpo.directions.detectors import fit_logistic
 from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_activations import Detector, ReadsActivations
 

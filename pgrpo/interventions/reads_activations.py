@@ -4,7 +4,7 @@ overlay, `model.extraction.modes`, restricts it too), fixed while training runs,
 
 The placebo is the same detector with a random direction at the same layer and weight norm, orthogonal to the
 hack − clean mean difference, flagging as many of the base policy's own rollouts as the real one
-(pgrpo/calibration.py, pgrpo/detectors.py): if the real detector does not beat it, the intervention's effect is
+(pgrpo/directions/calibration.py, pgrpo/directions/detectors.py): if the real detector does not beat it, the intervention's effect is
 the penalty's size, not its aim.
 """
 
@@ -14,12 +14,12 @@ from typing import ClassVar, Literal
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
-from pgrpo.activations import pair_states, policy_states
-from pgrpo.adapter import knobs_zeroed
-from pgrpo.calibration import base_completions
-from pgrpo.detectors import LinearDetector, accuracy, fit_detector, random_placebo
+from pgrpo.directions.activations import pair_states, policy_states
+from pgrpo.model.adapter import knobs_zeroed
+from pgrpo.directions.calibration import base_completions
+from pgrpo.directions.detectors import LinearDetector, accuracy, fit_detector, random_placebo
 from pgrpo.interventions.base import Intervention, RunView, run_seed
-from pgrpo.rollout import Packed
+from pgrpo.step.rollout import Packed
 
 Detector = Literal["real", "random"]
 

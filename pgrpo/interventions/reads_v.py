@@ -12,8 +12,8 @@ from typing import ClassVar, Literal, cast
 
 from lightning.pytorch.utilities import rank_zero_info
 
-from pgrpo.controls import Control, control_basis, is_control
-from pgrpo.extraction import HackBasis, basis_overlap
+from pgrpo.directions.controls import Control, control_basis, is_control
+from pgrpo.directions.extraction import HackBasis, basis_overlap
 from pgrpo.interventions.base import Intervention, RunView, run_seed
 
 Source = Literal["real", "random", "shuffled", "nonhack"]

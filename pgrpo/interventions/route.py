@@ -4,7 +4,7 @@ vanilla's; only the deployed model, δS_hack zeroed (`deployed`, the base class'
 
 from pgrpo.interventions.erase import Erase
 from pgrpo.interventions.reads_v import Source
-from pgrpo.projection import Gate, Target
+from pgrpo.step.projection import Gate, Target
 
 
 class Route(Erase):

@@ -6,12 +6,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from pgrpo.adapter import quarantine_zeroed
-from pgrpo.checkpoint import load_run_checkpoint
+from pgrpo.model.adapter import quarantine_zeroed
+from pgrpo.model.checkpoint import load_run_checkpoint
 from pgrpo.cli import main
 from pgrpo.commands.export import model_card
 from pgrpo.interventions import Erase
-from pgrpo.models import resolve_model_path
+from pgrpo.model.load import resolve_model_path
 
 
 def test_the_export_loads_without_pgrpo_and_gives_the_deployed_logits(route_ckpt, tmp_path):

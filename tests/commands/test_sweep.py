@@ -14,9 +14,9 @@ from torch.utils.tensorboard import SummaryWriter
 import pgrpo.commands.sweep as sweep_mod
 from pgrpo.commands.sweep import run_fit
 from pgrpo.cli import main
-from pgrpo.embedded import MARKER
-from pgrpo.events import read_scalars
-from pgrpo.models import model_id
+from pgrpo.model.embedded import MARKER
+from pgrpo.records.events import read_scalars
+from pgrpo.model.load import model_id
 from test_configs import base_of, contains, flatten, merged, own
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ class FakeFit:
         self.sparse_steps = sparse_steps  # the steps a tag logged only now and then (a loophole mode's rate) lands on
         self.base_id = base_id or model_id(base_model)  # as this checkout keys it, unless a test says otherwise
         self.code = code  # the code it records running (RunSummary: after a resumed run's earlier parts)
-        self.v = v  # the record of the cached V it took, in basis.json's meta (pgrpo.basis.save_to_cache)
+        self.v = v  # the record of the cached V it took, in basis.json's meta (pgrpo.directions.basis.save_to_cache)
 
     def __call__(self, argv: list[str], log: Path, threads: int | None = None) -> int:
         self.calls.append(argv)
@@ -131,7 +131,7 @@ def test_a_cell_records_each_machine_that_ran_a_part_of_it(tmp_path, monkeypatch
 
 
 COMMIT_A = {"commit": "a" * 40, "clean": True, "changed": []}
-COMMIT_B = {"commit": "b" * 40, "clean": False, "changed": [" M pgrpo/loss.py"]}
+COMMIT_B = {"commit": "b" * 40, "clean": False, "changed": [" M pgrpo/step/loss.py"]}
 
 
 def test_a_cell_records_and_keeps_the_code_each_part_of_it_ran(tmp_path, monkeypatch):
@@ -164,7 +164,7 @@ def test_a_confirmatory_plan_refuses_to_start_from_uncommitted_code_naming_the_c
     monkeypatch.setattr(sweep_mod, "code_record", lambda: COMMIT_B)
     nothing = FakeFit()
     with pytest.raises(SystemExit, match=r"runs committed code only, but the checkout .* has uncommitted changes "
-                                         r"\(results/ aside\):\n   M pgrpo/loss.py\n"):
+                                         r"\(results/ aside\):\n   M pgrpo/step/loss.py\n"):
         run_plan(tmp_path, plan, nothing, monkeypatch)
     assert nothing.calls == []
     monkeypatch.setattr(sweep_mod, "code_record", lambda: {"version": "0.1.0"})
@@ -335,7 +335,7 @@ def test_a_cell_trained_with_another_v_than_the_kept_cells_is_not_kept_and_stops
 
 
 def test_the_v_the_kept_cells_took_from_the_cache_is_kept_once_where_it_is_small(tmp_path, monkeypatch):
-    from pgrpo.extraction import HackBasis
+    from pgrpo.directions.extraction import HackBasis
 
     v = HackBasis({"m": torch.eye(2, 4)}, {"m": torch.ones(2)})
     record = v_record(v.digest())
@@ -367,7 +367,7 @@ def test_a_cache_holding_the_kept_cells_base_built_to_other_bytes_is_refused_bef
 
 def test_kept_cells_on_a_base_built_on_another_cpu_say_so_before_this_machine_builds_it(tmp_path, monkeypatch,
                                                                                         capsys):
-    # a primed base trained here depends on the CPU (pgrpo.substrate): the build here may be in vain
+    # a primed base trained here depends on the CPU (pgrpo.model.substrate): the build here may be in vain
     monkeypatch.setenv("PGRPO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(sweep_mod, "cpu_kind", lambda: "Intel Xeon (torch AVX512)")
     cell = tmp_path / "results" / "demo" / "vanilla" / "seed0"

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from pgrpo.cache import cache_dir
+from pgrpo.records.cache import cache_dir
 from pgrpo.env import clean_completion, grade, grade_batch, load_problems, time_limits
 from pgrpo.env.exploits import completion
 from pgrpo.env.grader import prepare, run_budgets

@@ -1,15 +1,15 @@
 """adv_gate: a factor on each rollout's advantage from its own gradient's hack fraction (that the step applies
-it exactly: tests/test_module.py)."""
+it exactly: tests/hosts/lightning/test_module.py)."""
 
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from pgrpo.extraction import HackBasis
+from pgrpo.directions.extraction import HackBasis
 from pgrpo.interventions import AdvGate
-from pgrpo.loss import LossConfig
-from pgrpo.step_grads import StepGrads
+from pgrpo.step.loss import LossConfig
+from pgrpo.step.step_grads import StepGrads
 
 
 def test_a_rollout_along_v_is_discounted_and_one_across_it_is_kept():

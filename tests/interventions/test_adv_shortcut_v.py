@@ -8,12 +8,12 @@ import pytest
 import torch
 from test_extraction import planted_pairs, tiny_model
 
-from pgrpo.adapter import attach_adapter
-from pgrpo.extraction import HackBasis, extract_basis
+from pgrpo.model.adapter import attach_adapter
+from pgrpo.directions.extraction import HackBasis, extract_basis
 from pgrpo.interventions import AdvShortcutV
 from pgrpo.interventions.adv_shortcut_v import v_scores
-from pgrpo.loss import token_logprobs
-from pgrpo.rollout import pack
+from pgrpo.step.loss import token_logprobs
+from pgrpo.step.rollout import pack
 
 
 def rollouts(n: int = 4):

@@ -55,7 +55,7 @@ def test_projected_grpo_provides_every_member_of_the_run_view():
     from typing_extensions import get_protocol_members
 
     from pgrpo.interventions.base import RunView
-    from pgrpo.module import ProjectedGRPO
+    from pgrpo.hosts.lightning.module import ProjectedGRPO
 
     module = ProjectedGRPO()
     module.configure_model()  # the policy, its adapter and the tokenizer

@@ -1,5 +1,5 @@
 """Erase: the gradient's component along V removed before the step, or the update's or the position's after it
-(the projection's arithmetic and its drift under noise: tests/test_projection.py)."""
+(the projection's arithmetic and its drift under noise: tests/step/test_projection.py)."""
 
 from types import SimpleNamespace
 
@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from pgrpo.adapter import SVDAdapterLinear
-from pgrpo.extraction import HackBasis
+from pgrpo.model.adapter import SVDAdapterLinear
+from pgrpo.directions.extraction import HackBasis
 from pgrpo.interventions import Erase
-from pgrpo.projection import project_vector
+from pgrpo.step.projection import project_vector
 
 
 def orthonormal_rows(k: int, r: int, seed: int) -> torch.Tensor:

@@ -16,13 +16,13 @@ import lightning as L
 import pytest
 import torch
 
-import pgrpo.calibration
+import pgrpo.directions.calibration
 import pgrpo.interventions
-from pgrpo.batch import Samples
-from pgrpo.data import GRPODataModule, PromptGroup
+from pgrpo.step.batch import Samples
+from pgrpo.hosts.lightning.data import GRPODataModule, PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.interventions import Intervention
-from pgrpo.generation import GenerationConfig
+from pgrpo.step.generation import GenerationConfig
 from scripted import KINDS, ScriptedStudents
 
 
@@ -88,7 +88,7 @@ def trained_knobs(intervention: Intervention, scramble: bool) -> dict[str, torch
 def few_calibration_rollouts(monkeypatch):
     # what an arm measures on the base policy before its first step (a start rate, a placebo's strength) reads no
     # label; 12 rollouts instead of 128 leave the comparison as it is and take a quarter of the time
-    monkeypatch.setattr(pgrpo.calibration, "ROLLOUTS", 12)
+    monkeypatch.setattr(pgrpo.directions.calibration, "ROLLOUTS", 12)
 
 
 @pytest.mark.parametrize("cls", interventions(), ids=lambda cls: cls.__qualname__)

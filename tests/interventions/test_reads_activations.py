@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from pgrpo.cli import main
-from pgrpo.data import GRPODataModule
-from pgrpo.events import read_scalars
+from pgrpo.hosts.lightning.data import GRPODataModule
+from pgrpo.records.events import read_scalars
 from pgrpo.interventions import ProbePenalty, reads_activations
-from pgrpo.generation import GenerationConfig
-from pgrpo.module import ProjectedGRPO
+from pgrpo.step.generation import GenerationConfig
+from pgrpo.hosts.lightning.module import ProjectedGRPO
 from test_cli import fast
 
 

@@ -1,15 +1,15 @@
 """Negative controls: an intervention that reads V swaps it at train start for a placebo matched in k per module
-(erase's and route's random V: matched in strength, tests/test_calibration.py), never twice (the controls'
-construction itself: tests/test_controls.py)."""
+(erase's and route's random V: matched in strength, tests/directions/test_calibration.py), never twice (the controls'
+construction itself: tests/directions/test_controls.py)."""
 
 
 import pytest
 import torch
 
-from pgrpo.basis import ExtractionConfig
-from pgrpo.extraction import HackBasis
+from pgrpo.directions.basis import ExtractionConfig
+from pgrpo.directions.extraction import HackBasis
 from pgrpo.interventions import AdvGate, Erase, ReadsV, Route, erase
-from pgrpo.optim import OptimConfig
+from pgrpo.step.optim import OptimConfig
 
 RANK = 8
 # tau_axis and the noise floor left the real V with a different k in each module, and no module c at all

@@ -1,4 +1,4 @@
-"""`pgrpo report`: a sweep's table and curves, read back from its runs' events (pgrpo/events.py).
+"""`pgrpo report`: a sweep's table and curves, read back from its runs' events (pgrpo/records/events.py).
 
 Each arm's runs are paired with its baseline's by seed; the table gives the last steps' means, the paired
 differences with their 95% intervals, and each run's kind (method, control, oracle skyline, positive control).
@@ -16,7 +16,7 @@ from pgrpo.commands.report.figures import draw_figures, logged_tags, record_figu
 from pgrpo.commands.report.stats import ACTIVE, HACK, SOLVE, START
 from pgrpo.commands.report.tables import (SUMMARY_COLUMNS, arm_table, end_table, explanation, markdown, mode_table,
                                           weak_detector_table)
-from pgrpo.events import Run, find_runs, first_steps, run_length
+from pgrpo.records.events import Run, find_runs, first_steps, run_length
 
 def report(logdir: str, baseline: str | None = None, out: str | None = None, last: int = 5,
            arms: list[str] | None = None, steps: int | None = None, plan: str | None = None,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pgrpo.commands.report.decisions import interval
 from pgrpo.commands.report.stats import HACK, SOLVE, _present, end_rate
-from pgrpo.events import Run, run_length, tail_mean
-from pgrpo.intervals import newcombe, t_interval
+from pgrpo.records.events import Run, run_length, tail_mean
+from pgrpo.evaluation.intervals import newcombe, t_interval
 
 FIGURES = {"hack": "hack rate per step, one line per arm (mean ± std over seeds)",
            "solve": "solve rate per step, one line per arm (mean ± std over seeds)",

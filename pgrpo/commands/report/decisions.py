@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from pgrpo.commands.report.kinds import held_out_modes
 from pgrpo.commands.report.stats import START
-from pgrpo.events import Run, tail_mean
-from pgrpo.intervals import t_interval
+from pgrpo.records.events import Run, tail_mean
+from pgrpo.evaluation.intervals import t_interval
 
 MATCHED = 0.05  # rule P: a placebo counts only if its start rate is this close to its method's
 GOAL_HACK, GOAL_SOLVE = 0.05, -0.05  # rule G: end hack at most this; end solve − honest's at least this

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pgrpo.commands.report.plots import plot_curves, plot_matched
 from pgrpo.commands.report.stats import HACK, SOLVE
-from pgrpo.events import Run, find_runs, first_steps
+from pgrpo.records.events import Run, find_runs, first_steps
 
 FIGURES_FILE = "figures.json"
 # curves drawn when the runs logged them, beside hack.png and solve.png: the model's health, the knobs' drift along V

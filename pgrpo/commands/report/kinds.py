@@ -4,8 +4,8 @@ they ran."""
 
 from pgrpo.commands.report.stats import HACK, mean_over_seeds
 from pgrpo.env.problems import MODES, NO_LOOPHOLE
-from pgrpo.events import Run, setting
-from pgrpo.provenance import describe
+from pgrpo.records.events import Run, setting
+from pgrpo.records.provenance import describe
 
 
 def held_out_modes(config: dict | None) -> list[str]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pgrpo.commands.report.kinds import arm_kind
 from pgrpo.commands.report.stats import HACK, SOLVE, mean_over_seeds
-from pgrpo.events import Run, tail_mean
+from pgrpo.records.events import Run, tail_mean
 
 def _pyplot():
     import matplotlib

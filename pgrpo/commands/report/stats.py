@@ -4,12 +4,12 @@ t-intervals, the end-of-run evaluation's intervals, and how strongly an arm acte
 import math
 import statistics
 
-from pgrpo.events import HACK, SOLVE, Run, Scalars, tail_mean
-from pgrpo.intervals import t_interval, wilson
+from pgrpo.records.events import HACK, SOLVE, Run, Scalars, tail_mean
+from pgrpo.evaluation.intervals import t_interval, wilson
 
 # how strongly an arm acted at each step, and on the base policy's rollouts at train start (calibration.py)
 ACTIVE, START = "intervention/active_rate", "intervention/start_rate"
-# the end-of-run evaluation's scalars (pgrpo/end_eval.py), per split
+# the end-of-run evaluation's scalars (pgrpo/evaluation/end_eval.py), per split
 END_PREFIXES = {"train": "end/", "heldout": "end/heldout_"}
 
 
@@ -55,7 +55,7 @@ def solve_gap(runs: list[Run], honest_runs: list[Run] | None, last: int) -> str:
 def active_rate(runs: list[Run], tag: str = ACTIVE) -> str:
     """How strongly an arm acted (`intervention/active_rate`: the share of rollouts it acted on, of the gradient or
     update it removed, or of advantage it discounted), each run's mean over its steps, mean ± std over seeds; with
-    tag START, its strength on the base policy's rollouts at train start (pgrpo/calibration.py)."""
+    tag START, its strength on the base policy's rollouts at train start (pgrpo/directions/calibration.py)."""
     return mean_std(_present(statistics.mean(v for _, v in r.scalars[tag]) if r.scalars.get(tag) else None
                              for r in runs))
 

@@ -6,7 +6,7 @@ import statistics
 from pgrpo.commands.report.kinds import arm_kind, lomo_role, placebos
 from pgrpo.commands.report.stats import (ACTIVE, END_PREFIXES, HACK, SOLVE, START, _present, active_rate, end_rate,
                                          hacked, mean_std, paired_delta, placebo_gap, solve_gap)
-from pgrpo.events import Run, tail_mean
+from pgrpo.records.events import Run, tail_mean
 
 # (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms:
 # √(Σ w k/2r))

@@ -14,7 +14,7 @@ from pgrpo.cli import main
 from pgrpo.env.problems import MODES
 from pgrpo.commands.report.kinds import pick_honest, run_kind
 from pgrpo.commands.report.stats import separated
-from pgrpo.events import HACK, KEPT_SCALARS, SOLVE, Run, find_runs, keep_scalars, load_config, read_scalars
+from pgrpo.records.events import HACK, KEPT_SCALARS, SOLVE, Run, find_runs, keep_scalars, load_config, read_scalars
 
 # each arm's intervention, as a saved config names it
 CLASS = {"none": "pgrpo.interventions.Vanilla", "erase": "pgrpo.interventions.Erase",
@@ -227,7 +227,7 @@ def test_a_runs_kind_comes_from_its_config_and_missing_keys_mean_the_default(tmp
     assert kind(chosen("GtScreen")) == kind(chosen("GtPenalty", penalty=2.0)) == "oracle skyline"
     assert kind({"model": {}}) == "vanilla"  # the default intervention
     # a run saved before the interventions: its projection arm, skyline and control callback
-    control = {"class_path": "pgrpo.controls.ControlBasis", "init_args": {"control": "random"}}
+    control = {"class_path": "pgrpo.directions.controls.ControlBasis", "init_args": {"control": "random"}}
     assert kind({"model": {"projection": {"arm": "none"}}}) == "vanilla"
     assert kind({"model": {"projection": {"arm": None}, "skyline": {"kind": "none"}}}) == "vanilla"
     assert kind({"model": {"projection": {"arm": "adv_gate"}}}) == "method"
@@ -582,7 +582,7 @@ def test_runs_on_different_bases_are_refused_by_name_and_one_base_is_named(tmp_p
 def test_the_report_names_the_commits_its_runs_ran_at_and_the_runs_that_did_not_record_theirs(tmp_path):
     root = tmp_path / "sweep"
     clean, dirty = {"commit": "a" * 40, "clean": True, "changed": []}, {"commit": "b" * 40, "clean": False,
-                                                                       "changed": [" M pgrpo/loss.py"]}
+                                                                       "changed": [" M pgrpo/step/loss.py"]}
     for arm, seed, code in (("vanilla", 0, [clean]), ("vanilla", 1, [clean, dirty]), ("erase", 0, [clean]),
                             ("erase", 1, None)):  # a run resumed from an edited tree, and one kept before
         run = root / arm / f"seed{seed}"

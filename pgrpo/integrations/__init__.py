@@ -1,1 +1,0 @@
-"""Other hosts for pgrpo's interventions: each module runs the same intervention classes inside another trainer."""

@@ -1,0 +1,90 @@
+"""The same intervention classes inside TRL's GRPOTrainer: reward-, advantage- and gradient-level arms run 5 steps
+on the embedded default; what TRL cannot host is refused with a clear error."""
+
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("trl", reason='the TRL host needs TRL: pip install -e ".[trl]"')
+
+from trl import GRPOConfig  # noqa: E402
+
+from pgrpo.hosts.trl import KnobHooks, NotHosted, build_trainer  # noqa: E402
+from pgrpo.interventions import (  # noqa: E402
+    AdvGate, AdvShortcut, AdvShortcutV, Erase, GtPenalty, GtScreen, ProbePenalty, Route, Vanilla,
+)
+from pgrpo.step.projection import grad_hack_fraction  # noqa: E402
+
+STEPS = 5
+
+
+def config(tmp_path, **changes) -> GRPOConfig:
+    """One prompt of 4 samples a step, pgrpo's loss (Dr.GRPO, beta 0), TRL's own clip off."""
+    settings = dict(output_dir=str(tmp_path), max_steps=STEPS, per_device_train_batch_size=4, num_generations=4,
+                    max_completion_length=16, temperature=1.0, top_k=0, learning_rate=3e-2,
+                    lr_scheduler_type="constant", beta=0.0, loss_type="dr_grpo", scale_rewards="none",
+                    max_grad_norm=0.0, use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=1,
+                    seed=0)
+    return GRPOConfig(**(settings | changes))
+
+
+# reward-level (a detector, the oracle skylines), advantage-level (adv_shortcut, adv_shortcut_v: its per-rollout
+# gradients are read with TRL's activation checkpointing on, which would count each forward twice), gradient- and
+# update-level (erase, route)
+@pytest.mark.parametrize("intervention", [ProbePenalty(), GtScreen(), GtPenalty(), AdvShortcut(), AdvShortcutV(),
+                                          Erase(), Route()], ids=lambda i: i.arm())
+def test_each_level_of_intervention_trains_five_steps_inside_trl_and_logs_its_rates(intervention, tmp_path):
+    torch.manual_seed(0)
+    trainer = build_trainer(intervention, config(tmp_path), prompts_per_step=1)
+    cudnn_attention = []  # whether TRL's differentiated forwards could pick cuDNN's attention (pytorch#196678)
+    trainer.view.policy.model.layers[0].self_attn.register_forward_pre_hook(
+        lambda *_: cudnn_attention.append(torch.backends.cuda.cudnn_sdp_enabled()) if torch.is_grad_enabled() else None)
+    trainer.train()
+    assert cudnn_attention and not any(cudnn_attention)
+    steps = [log for log in trainer.state.log_history if "hack/student" in log]
+    assert len(steps) == STEPS
+    for log in steps:
+        assert 0.0 <= log["hack/student"] <= 1.0 and 0.0 <= log["intervention/rollout_rate"] <= 1.0
+        assert math.isfinite(log["loss"])
+    if isinstance(intervention, Erase):  # its start rate is measured before the first step, by pgrpo's own machinery
+        assert "intervention/start_rate" in steps[0]  # (NaN here: the tests' 2-step base gives no reward variance)
+    if isinstance(intervention, GtScreen):
+        assert all("skyline/screened" in log for log in steps)
+    if isinstance(intervention, ProbePenalty):  # its detector's agreement with the oracle, never handed to it
+        assert all("detector/flagged" in log for log in steps)
+
+
+def test_the_gradient_hook_edits_the_knobs_gradient_then_clips_it_and_leaves_the_quarantine_without_one(tmp_path):
+    trainer = build_trainer(Erase(), config(tmp_path), prompts_per_step=1, max_grad_norm=0.5)
+    hooks = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, KnobHooks))
+    view = trainer.view
+    torch.manual_seed(0)
+    for m in view.adapter.values():
+        m.delta_s.grad = torch.randn_like(m.delta_s) * 10
+        m.delta_s_hack.grad = torch.randn_like(m.delta_s_hack)
+    assert grad_hack_fraction(view.adapter, view.basis) > 0.01
+    hooks.on_pre_optimizer_step(trainer.args, trainer.state, trainer.control, optimizer=None)
+    assert grad_hack_fraction(view.adapter, view.basis) == pytest.approx(0.0, abs=1e-6)
+    norm = torch.cat([m.delta_s.grad for m in view.adapter.values()]).norm()
+    assert float(norm) == pytest.approx(0.5, rel=1e-4)
+    assert all(m.delta_s_hack.grad is None for m in view.adapter.values())
+
+
+def test_the_trl_host_gives_the_hooks_every_member_of_the_runs_view(tmp_path):
+    from typing_extensions import get_protocol_members
+
+    from pgrpo.interventions.base import RunView
+
+    view = build_trainer(Vanilla(), config(tmp_path), prompts_per_step=1).view
+    assert isinstance(view, RunView)
+    assert all(hasattr(view, name) for name in get_protocol_members(RunView))
+
+
+def test_what_trl_cannot_host_is_refused_with_the_reason(tmp_path):
+    with pytest.raises(NotHosted, match="adv_gate weights each rollout by its own gradient"):
+        build_trainer(AdvGate(), config(tmp_path), prompts_per_step=1)
+    with pytest.raises(NotHosted, match="vLLM would sample the base, not the policy"):
+        build_trainer(Vanilla(), config(tmp_path, use_vllm=True), prompts_per_step=1)
+    with pytest.raises(ValueError, match="GRPOConfig.max_grad_norm=1.0: set it to 0"):
+        build_trainer(Vanilla(), config(tmp_path, max_grad_norm=1.0), prompts_per_step=1)

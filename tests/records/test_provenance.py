@@ -1,0 +1,48 @@
+"""Which code a run ran: the commit of pgrpo's checkout and whether its tree was clean, or the installed version."""
+
+import subprocess
+
+import pytest
+
+from pgrpo.records.provenance import code_record, describe, installed_version
+
+
+def git(repo, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A git checkout holding pgrpo/ at its root, one commit in."""
+    git(tmp_path, "init", "-q")
+    (tmp_path / "pgrpo").mkdir()
+    (tmp_path / "pgrpo" / "loss.py").write_text("x = 1\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "README.md").write_text("kept cells\n")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    return tmp_path
+
+
+def test_a_checkout_names_its_commit_and_every_uncommitted_change(checkout):
+    head = git(checkout, "rev-parse", "HEAD").strip()
+    assert code_record(checkout) == {"commit": head, "clean": True, "changed": []}
+    (checkout / "pgrpo" / "loss.py").write_text("x = 2\n")
+    (checkout / "pgrpo" / "new.py").write_text("")
+    record = code_record(checkout)
+    assert record == {"commit": head, "clean": False, "changed": [" M pgrpo/step/loss.py", "?? pgrpo/new.py"]}
+    assert describe(record) == f"commit {head[:12]} (dirty: 2 uncommitted changes)"
+
+
+def test_cells_a_sweep_keeps_in_results_do_not_make_the_code_dirty(checkout):
+    (checkout / "results" / "README.md").write_text("more kept cells\n")
+    (checkout / "results" / "cell.json").write_text("{}")
+    assert code_record(checkout)["clean"]
+
+
+def test_pgrpo_outside_the_root_of_a_checkout_names_its_installed_version(checkout):
+    # e.g. installed into a virtual environment inside another project's checkout: not that checkout's code
+    inner = checkout / "venv" / "site-packages"
+    inner.mkdir(parents=True)
+    assert code_record(inner) == {"version": installed_version()}
+    assert describe({"version": "0.1.0"}) == "pgrpo 0.1.0 (not a git checkout)"
