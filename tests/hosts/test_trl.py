@@ -88,3 +88,24 @@ def test_what_trl_cannot_host_is_refused_with_the_reason(tmp_path):
         build_trainer(Vanilla(), config(tmp_path, use_vllm=True), prompts_per_step=1)
     with pytest.raises(ValueError, match="GRPOConfig.max_grad_norm=1.0: set it to 0"):
         build_trainer(Vanilla(), config(tmp_path, max_grad_norm=1.0), prompts_per_step=1)
+
+
+def test_trl_leaves_a_nan_reward_out_of_its_groups_mean_and_std_and_gives_it_advantage_zero(tmp_path):
+    """What the screening hooks rely on (a screened row's reward is NaN, pgrpo's `keep`), in TRL's own advantage
+    computation: a group of rewards 1, NaN, 0, 1 normalised by the mean and std of 1, 0, 1 alone, the NaN row at 0.
+    pyproject bounds trl below its next major; this pins the behaviour inside that range."""
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from pgrpo.model.load import load_model_and_tokenizer
+
+    policy, tokenizer = load_model_and_tokenizer("embedded")
+    screened = [1.0, None, 0.0, 1.0]
+    rows = [{"prompt": "class Solution:"}] * 4
+    trainer = GRPOTrainer(model=policy, reward_funcs=[lambda completions, **_: screened], processing_class=tokenizer,
+                          args=config(tmp_path, scale_rewards="group", max_completion_length=4),
+                          train_dataset=Dataset.from_list(rows))
+    out = trainer._generate_and_score_completions(rows)
+    mean, std = 2 / 3, math.sqrt(((1 / 3) ** 2 * 2 + (2 / 3) ** 2) / 2)  # over 1, 0, 1 (TRL's unbiased nanstd)
+    expected = [(1 - mean) / (std + 1e-4), 0.0, (0 - mean) / (std + 1e-4), (1 - mean) / (std + 1e-4)]
+    assert out["advantages"].tolist() == pytest.approx(expected, abs=1e-5)
