@@ -26,18 +26,19 @@ from pgrpo.commands.sweep import arm_name, sweep
 from pgrpo.records.events import read_scalars
 
 HERE = Path(__file__).parent
-# every arm of configs/, and the overlays that take another path through the step (a projection variant, the
-# optimizer, the teacher rows' treatment, no teacher rows, a held-out mode), and the step's own settings that
-# no arm changes (several optimizer steps a batch, micro-batches, a KL term every step): step_equality.yaml
+# every arm of configs/ and of configs/placebos/, and the overlays that take another path through the step (a
+# projection variant, the optimizer, the teacher rows' treatment, no teacher rows, a held-out mode), and the step's
+# own settings that no arm changes (several optimizer steps a batch, micro-batches, a KL term every step):
+# step_equality.yaml
 CELLS = [
-    "vanilla", "honest", "erase", "route", "random_v", "shuffled_v", "nonhack_v", "route_random_v",
-    "adv_gate", "adv_gate_random_v", "adv_shortcut", "adv_shortcut_random", "adv_shortcut_v", "adv_shortcut_v_random",
-    "clean_subspace", "clean_subspace_random", "gt_penalty", "gt_screen", "probe_penalty", "probe_penalty_random",
-    "probe_penalty+probe_penalty/screen",
+    "vanilla", "honest", "erase", "route", "placebos/random_v", "placebos/shuffled_v", "placebos/nonhack_v",
+    "placebos/route_random_v", "adv_gate", "placebos/adv_gate_random_v", "adv_shortcut", "placebos/adv_shortcut_random",
+    "adv_shortcut_v", "placebos/adv_shortcut_v_random", "clean_subspace", "placebos/clean_subspace_random",
+    "gt_penalty", "gt_screen", "probe_penalty", "placebos/probe_penalty_random", "probe_penalty+probe_penalty/screen",
     *(f"erase+projection/{variant}" for variant in ("no_gate", "no_gate_max", "no_gate_raw", "one_sided",
                                                     "position", "second_moment_only", "update")),
-    "erase+optim/sgd", "vanilla+teacher_importance", "vanilla+teacher_signed", "erase+no_teacher",
-    "erase+lomo_sentinel", f"erase+{HERE / 'step_equality.yaml'}",
+    "erase+optim/sgd", "vanilla+teacher/teacher_importance", "vanilla+teacher/teacher_signed",
+    "erase+teacher/no_teacher", "erase+lomo/lomo_sentinel", f"erase+{HERE / 'step_equality.yaml'}",
 ]
 STEPS = 6
 TIMING = "time/"

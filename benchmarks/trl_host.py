@@ -104,7 +104,8 @@ def timing(steps: int = 10, rounds: int = 2, logs: Path = LOGS / "timing") -> No
     for i in range(rounds):
         name = f"pgrpo{i}"
         subprocess.run([sys.executable, "-m", "pgrpo.cli", "fit", "--config", "configs/vanilla.yaml", "--config",
-                        "configs/no_teacher.yaml", f"--trainer.max_steps={steps}", "--end_eval.samples_per_problem=0",
+                        "configs/teacher/no_teacher.yaml", f"--trainer.max_steps={steps}",
+                        "--end_eval.samples_per_problem=0",
                         f"--trainer.logger.init_args.save_dir={logs}", f"--trainer.logger.init_args.name={name}"],
                        check=True, capture_output=True)
         scalars = read_scalars(next((logs / name).glob("version_*")))

@@ -13,6 +13,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from pgrpo.hosts.lightning.callbacks import StepCheckpoint
 from pgrpo.cli import bare_flags_to_true, main
+from pgrpo.commands.sweep import config_of
 from pgrpo.records.events import read_scalars
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,9 +27,10 @@ REQUIRED_TAGS = [
 
 
 def fast(arm: str, logs: Path, steps: int = 4, *extra: str) -> list[str]:
-    """A CI-sized run of a shipped config: same code path, fewer and shorter rollouts."""
+    """A CI-sized run of a shipped config, named as a sweep names it (random_v: configs/placebos/random_v.yaml):
+    same code path, fewer and shorter rollouts."""
     return [
-        "fit", "--config", str(REPO / "configs" / f"{arm}.yaml"),
+        "fit", "--config", str(config_of(arm, arm, REPO / "configs")),
         f"--trainer.max_steps={steps}", "--checkpoint.every_n_train_steps=2",
         f"--trainer.logger.init_args.save_dir={logs}", "--trainer.enable_progress_bar=false",
         "--model.generation.max_new_tokens=24", "--data.group_size=4", "--data.prompts_per_step=2",

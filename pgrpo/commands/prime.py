@@ -24,7 +24,7 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
     The data are 120 priming problems disjoint from the RL problems (pgrpo/env/primer_problems.py): correct
     solutions under the no-loophole prompt and under each hint, and a share of completions that pull the lever
     their hint names. With every setting at its default the result is what `model: MODEL+primed` names in a
-    config (configs/smollm2_primed.yaml); with others, pass the printed directory as `model:`. Where the
+    config (configs/models/smollm2_primed.yaml); with others, pass the printed directory as `model:`. Where the
     repository publishes the update these settings make (pgrpo/model/primings/), it is merged, not trained: every
     machine then has the same base to the bit (training's last bits depend on the CPU). The evaluation
     samples every RL problem under its own hint and prints format, solve, hack and clipping rates, then hint

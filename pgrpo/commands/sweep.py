@@ -124,9 +124,10 @@ def sweep(
 
     Args:
         name: the sweep: cell (arm, k) logs to <logs>/<name>/<arm>/seed<k>/ (events, checkpoints, fit.log).
-        arms: configs (erase = <configs>/erase.yaml, or a .yaml path), or several joined by "+" and applied
-            in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v]; the first
-            stage, before any of --stages.
+        arms: configs (erase = <configs>/erase.yaml; random_v = the one random_v.yaml in a folder of <configs>,
+            configs/placebos/; placebos/random_v by its folder; or a .yaml path), or several joined by "+" and
+            applied in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v]; the
+            first stage, before any of --stages. A cell is named by its configs' file names (vanilla+no_teacher).
         seeds: seeds every arm runs at, unless a stage gives its own (cell k gets --seed_everything k and
             --data.seed k).
         overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20]; a finished
@@ -137,7 +138,7 @@ def sweep(
         threads: each cell's torch threads (OMP_NUM_THREADS; default: as the environment has it). A run's last
             bits depend on its thread count, so a plan that is to be rerun bit for bit states it.
         logs: root log directory.
-        configs: directory the arm names are looked up in.
+        configs: directory the arm names are looked up in (and in its folders).
         results: where each finished cell is kept, to be committed: <results>/<name>/<arm>/seed<k>/ (its record,
             config, base, V's record, code, end-of-run evaluation, output and scalars; its last checkpoint only while
             a later stage is to go on from it), and the V it took from the cache once in <results>/bases/. A cell
@@ -157,12 +158,8 @@ def sweep(
     if not any(stage.arms for stage in plan):
         raise SystemExit("pgrpo sweep: no arms (give --arms, or --stages in a plan)")
     # every cell's arguments first, so a misspelt arm fails before hours of the others have run
-    stage_cells = [[(arm_name(arm), seed, fit_args(arm, seed, root, Path(configs), overrides + stage.overrides))
-                    for arm in stage.arms for seed in stage.seeds_in(seeds)]
-                   for stage in plan]
-    planned: dict[Path, list[list[str]]] = {}  # each cell's arguments, stage by stage
-    for arm, seed, argv in (cell for cells in stage_cells for cell in cells):
-        planned.setdefault(root / arm / f"seed{seed}", []).append(argv)
+    stage_cells = cells_of(plan, seeds, root, Path(configs), overrides)
+    planned = arguments_by_cell(stage_cells, root)
     for cell, argvs in planned.items():
         refuse_other_arguments(cell, argvs)
         if kept_root:
@@ -206,6 +203,22 @@ def sweep(
         sys.exit(f"{len(failed)} of {total} cells failed: {', '.join(failed)} (see their fit.log; rerun to resume)")
 
 
+def cells_of(plan: list[Stage], seeds: list[int], root: Path, configs: Path,
+             overrides: list[str]) -> list[list[tuple[str, int, list[str]]]]:
+    """Each stage's cells in the order they run: (arm's directory, seed, its `pgrpo fit` arguments)."""
+    return [[(arm_name(arm), seed, fit_args(arm, seed, root, configs, overrides + stage.overrides))
+             for arm in stage.arms for seed in stage.seeds_in(seeds)]
+            for stage in plan]
+
+
+def arguments_by_cell(stage_cells: list[list[tuple[str, int, list[str]]]], root: Path) -> dict[Path, list[list[str]]]:
+    """Each cell's directory under `root` (<logs>/<sweep>) and its arguments, stage by stage."""
+    planned: dict[Path, list[list[str]]] = {}
+    for arm, seed, argv in (cell for cells in stage_cells for cell in cells):
+        planned.setdefault(root / arm / f"seed{seed}", []).append(argv)
+    return planned
+
+
 def arm_name(arm: str) -> str:
     """The arm's directory: config stems joined by "+" (configs/erase.yaml+no_teacher -> erase+no_teacher)."""
     return "+".join(Path(part).stem for part in arm.split("+"))
@@ -215,14 +228,43 @@ def fit_args(arm: str, seed: int, root: Path, configs: Path, overrides: list[str
     """The `pgrpo fit` arguments of one cell (its logger is forced to the sweep layout)."""
     args = ["fit"]
     for part in arm.split("+"):
-        path = Path(part) if part.endswith(".yaml") else configs / f"{part}.yaml"
-        if not path.is_file():
-            raise FileNotFoundError(f"arm {arm!r}: no config {path}")
-        args += ["--config", str(path)]
+        args += ["--config", str(config_of(part, arm, configs))]
     logger = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
               "init_args": {"save_dir": str(root), "name": arm_name(arm), "version": f"seed{seed}"}}
     return args + [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.logger={json.dumps(logger)}",
                    "--trainer.enable_progress_bar=false", *overrides]
+
+
+def config_of(part: str, arm: str, configs: Path) -> Path:
+    """One config of an arm: a .yaml path as given; else <configs>/<part>.yaml, or where that is no file, the one
+    file of that name in a folder under <configs> (random_v: configs/placebos/random_v.yaml). Two such files are
+    refused, naming both: which one the arm means is not the sweep's to guess."""
+    if part.endswith(".yaml"):
+        path = Path(part)
+    else:
+        path = configs / f"{part}.yaml"
+        found = [] if path.is_file() else sorted(configs.rglob(f"{part}.yaml"))
+        if len(found) > 1:
+            raise FileNotFoundError(f"arm {arm!r}: {part!r} names {len(found)} configs ({', '.join(map(str, found))}); "
+                                    f"name one by its folder, e.g. {found[0].relative_to(configs).with_suffix('')}")
+        path = found[0] if found else path
+    if not path.is_file():
+        raise FileNotFoundError(f"arm {arm!r}: no config {path}")
+    return path
+
+
+def as_moved(argv: list[str]) -> list[str]:
+    """A cell's recorded arguments with each config that has since moved into a folder beside it (no file where
+    it was, one of the same name in a folder of the configs it was among: configs/random_v.yaml is now
+    configs/placebos/random_v.yaml) named where it is now: a cell kept before configs/ was sorted into folders
+    ran the same arguments as a plan's cell of that config today."""
+    moved = list(argv)
+    for at, (flag, value) in enumerate(zip(argv, argv[1:])):
+        if flag == "--config" and not Path(value).is_file():
+            there = sorted(Path(value).parent.glob(f"*/{Path(value).name}"))
+            if len(there) == 1:
+                moved[at + 1] = str(there[0])
+    return moved
 
 
 def refuse_other_arguments(cell: Path, argvs: list[list[str]], kept: bool = False) -> None:
@@ -522,8 +564,12 @@ def run_fit(argv: list[str], log: Path, threads: int | None = None) -> int:
 
 
 def read_record(cell: Path) -> dict | None:
+    """A cell's record (cell.json), its arguments naming each config where it is now (as_moved)."""
     path = cell / CELL_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    return record | {"argv": as_moved(record["argv"])} if "argv" in record else record
 
 
 def write_record(cell: Path, record: dict) -> None:

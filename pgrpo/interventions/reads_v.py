@@ -4,8 +4,8 @@ A negative control is the same intervention reading a V that should carry no hac
 V's k in every module (docs/design.md#negative-controls): random orthonormal rows, a V from the same problems'
 completions with the hack/clean labels dealt at random (shuffled), or from clean-vs-clean pairs (nonhack). If
 the real V does not beat its control, the intervention's effect is regularisation, not hack removal. Any
-intervention built on ReadsV gets these placebos for free (erase, route, adv_gate: configs/random_v.yaml,
-configs/adv_gate_random_v.yaml).
+intervention built on ReadsV gets these placebos for free (erase, route, adv_gate: configs/placebos/random_v.yaml,
+configs/placebos/adv_gate_random_v.yaml).
 """
 
 from typing import ClassVar, Literal, cast

@@ -66,7 +66,7 @@ def test_the_gpu_plan_runs_the_cpu_benchs_arms_with_the_device_the_only_change(t
     assert gpu_arms == {arm.replace("smollm2_primed", "smollm2_primed_gpu")
                         for stage in cpu_stages for arm in stage.arms}
     assert sorted({s for stage in stages for s in stage.seeds_in(seeds)}) == [0, 1, 2, 3, 4]
-    overlay = (REPO / "configs/smollm2_primed_gpu.yaml").read_text()
+    overlay = (REPO / "configs/models/smollm2_primed_gpu.yaml").read_text()
     assert [line for line in overlay.splitlines() if line and not line.startswith("#")] == [
         "config: smollm2_primed.yaml", "trainer.accelerator: gpu", "trainer.devices: 1"]
 

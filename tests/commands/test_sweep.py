@@ -515,7 +515,7 @@ def test_overlays_join_configs_in_order_and_a_misspelt_arm_fails_before_anything
     fake = FakeFit()
     run_sweep(tmp_path, fake, monkeypatch, arms="[vanilla+no_teacher]")
     configs = [a for a in fake.calls[0] if a.endswith(".yaml")]
-    assert configs == [str(REPO / "configs" / "vanilla.yaml"), str(REPO / "configs" / "no_teacher.yaml")]
+    assert configs == [str(REPO / "configs" / "vanilla.yaml"), str(REPO / "configs" / "teacher" / "no_teacher.yaml")]
     assert (tmp_path / "demo" / "vanilla+no_teacher" / "seed1").is_dir()
     run_sweep(tmp_path, FakeFit(), monkeypatch, arms=f"[{REPO / 'configs' / 'erase.yaml'}]")
     assert (tmp_path / "demo" / "erase" / "seed0" / "cell.json").is_file()  # a path arm is named by its stem
@@ -685,3 +685,83 @@ def setting_by_setting(base: dict, later: dict) -> dict:
         out[key] = setting_by_setting(before, value) if isinstance(value, dict) and isinstance(before, dict) \
             and same_object else value
     return out
+
+
+KEPT_PLANS = [plan for plan in PLANS if "results" in yaml.safe_load(plan.read_text())]
+
+
+@pytest.mark.parametrize("plan", KEPT_PLANS, ids=lambda p: p.name)
+def test_a_shipped_plans_kept_cells_are_recognised_as_finished(plan, tmp_path, monkeypatch):
+    # `pgrpo sweep --config PLAN` from the repository root, as far as it goes before any cell would run: every
+    # cell kept in results/<sweep>/ passes the refusal checks and is skipped as finished (a config moved into a
+    # folder of configs/ since it ran is the same argument), without running a 30-minute cell
+    raw = yaml.safe_load(plan.read_text())
+    kept_root = REPO / raw["results"] / raw["name"]
+    if not kept_root.is_dir():
+        pytest.skip(f"no kept cells in {kept_root}")
+    monkeypatch.chdir(REPO)  # the recorded arguments name configs/ and logs/ as the sweep gave them: relative
+    seeds, stages = sweep_mod.read_plan(str(plan))
+    root = Path(raw.get("logs", "logs")) / raw["name"]
+    stage_cells = sweep_mod.cells_of(stages, seeds, root, Path(raw.get("configs", "configs")),
+                                     raw.get("overrides", []))
+    planned = sweep_mod.arguments_by_cell(stage_cells, root)
+
+    def no_run(argv, log, threads=None):
+        raise AssertionError(f"{log.parent} would run again: its kept cell was not recognised")
+
+    monkeypatch.setattr(sweep_mod, "run_fit", no_run)
+    checked = 0
+    for cell, argvs in planned.items():
+        kept = kept_root / cell.relative_to(root)
+        if not (kept / sweep_mod.CELL_FILE).is_file():
+            continue  # a cell the plan has not run yet
+        sweep_mod.refuse_other_arguments(kept, argvs, kept=True)
+        for index, argv in enumerate(argvs):
+            ok, status = sweep_mod.run_cell(tmp_path / cell.relative_to(root), argv, argvs[index + 1:], kept=kept)
+            assert ok and status.startswith("skipped"), f"{kept}: {status}"
+        checked += 1
+    assert checked, f"no planned cell of {plan.name} is kept in {kept_root}"
+
+
+def test_a_bare_arm_name_finds_its_config_in_a_folder_of_configs_and_an_ambiguous_one_names_both(tmp_path):
+    configs = tmp_path / "configs"
+    (configs / "placebos").mkdir(parents=True)
+    (configs / "erase.yaml").write_text("")
+    (configs / "placebos" / "random_v.yaml").write_text("")
+    argv = sweep_mod.fit_args("erase+random_v", 0, tmp_path / "logs", configs, [])
+    assert [a for a in argv if a.endswith(".yaml")] == [str(configs / "erase.yaml"),
+                                                        str(configs / "placebos" / "random_v.yaml")]
+    assert sweep_mod.arm_name("erase+placebos/random_v") == "erase+random_v"  # the cell's directory: the stems
+    (configs / "lomo").mkdir()
+    (configs / "lomo" / "random_v.yaml").write_text("")
+    with pytest.raises(FileNotFoundError, match="lomo/random_v.yaml.*placebos/random_v.yaml"):
+        sweep_mod.fit_args("random_v", 0, tmp_path / "logs", configs, [])
+    named = sweep_mod.fit_args("placebos/random_v", 0, tmp_path / "logs", configs, [])  # by its folder: no doubt
+    assert named[2] == str(configs / "placebos" / "random_v.yaml")
+
+
+def test_a_cell_kept_before_its_config_moved_into_a_folder_is_the_same_cell(tmp_path, monkeypatch, capsys):
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for arm in ("vanilla", "random_v"):
+        (configs / f"{arm}.yaml").write_text("")
+    results = tmp_path / "results"
+    monkeypatch.setattr(sweep_mod, "run_fit", FakeFit())
+    monkeypatch.setenv("PGRPO_CACHE", str(tmp_path / "cache"))
+    args = ["sweep", "--name", "demo", "--arms", "[vanilla, random_v]", "--seeds", "[0]", "--logs",
+            str(tmp_path / "logs"), "--configs", str(configs), "--results", str(results)]
+    main(args)
+    recorded = json.loads((results / "demo" / "random_v" / "seed0" / "cell.json").read_text())["argv"]
+    assert str(configs / "random_v.yaml") in recorded
+    (configs / "placebos").mkdir()
+    (configs / "random_v.yaml").rename(configs / "placebos" / "random_v.yaml")
+    shutil.rmtree(tmp_path / "logs")  # a fresh clone: only the kept cells
+    again = FakeFit()
+    monkeypatch.setattr(sweep_mod, "run_fit", again)
+    capsys.readouterr()
+    main(args)
+    assert again.calls == [] and capsys.readouterr().out.count("skipped (finished; kept in") == 2
+    # a longer run of the moved arm is the kept cell taken further, not another cell
+    main(args + ["--overrides", "[--trainer.max_steps=300]"])
+    assert [cell_of(a) for a in again.calls] == ["vanilla/seed0", "random_v/seed0"]
+    assert str(configs / "placebos" / "random_v.yaml") in again.calls[1]

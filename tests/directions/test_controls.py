@@ -73,7 +73,7 @@ def test_nonhack_control_pairs_contain_no_hack_on_either_side(problems):
     assert all(g.gt_correct and not g.exploited and not g.attempted for g in grades)
 
 
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "random_v.yaml"
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "placebos" / "random_v.yaml"
 
 
 def fit_random_v(logs: Path, steps: int, *extra: str) -> Path:
