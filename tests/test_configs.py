@@ -8,6 +8,8 @@ and no arm repeats a value its base already states.
 """
 
 import copy
+import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,50 @@ def test_the_tests_reading_of_a_nested_config_key_matches_jsonargparse(tmp_path,
         assert contains(optim[name], merged(tmp_path / f"{name}.yaml")["model"]["optim"])
     assert (optim["dotted"]["lr"], optim["dotted"]["warmup_steps"]) == (0.25, 3)
     assert (optim["nested"]["lr"], optim["nested"]["warmup_steps"]) == (0.25, 0)  # the base's 3 is gone
+
+
+def load_indexes():
+    """docs/hooks/indexes.py, which writes the docs' indexes of the tree (not a module of the package)."""
+    spec = importlib.util.spec_from_file_location("indexes", CONFIGS.parent / "docs" / "hooks" / "indexes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_index_of_configs_is_the_trees():
+    indexes = load_indexes()
+    assert indexes.in_page("configs") == indexes.config_index(), (
+        f"docs/configs.md's index of configs is not the tree's (a config added, moved or removed, or the first "
+        f"sentence of its header reworded): run `{indexes.COMMAND}` and commit the page")
+
+
+def test_the_index_check_sees_a_config_added_moved_or_removed(tmp_path):
+    indexes = load_indexes()
+    shutil.copytree(CONFIGS, tmp_path / "configs")
+    (tmp_path / "docs").mkdir()
+    shutil.copyfile(CONFIGS.parent / "docs" / "configs.md", tmp_path / "docs" / "configs.md")
+
+    def fresh() -> bool:
+        return indexes.in_page("configs", tmp_path) == indexes.config_index(tmp_path)
+
+    assert fresh()
+    (tmp_path / "configs" / "placebos" / "new_v.yaml").write_text("# A new placebo. Its header goes on.\n")
+    assert not fresh()
+    assert indexes.write(tmp_path) == ["docs/configs.md"] and fresh()  # what the failure message says to run
+    assert "- `configs/placebos/new_v.yaml`: A new placebo\n" in (tmp_path / "docs" / "configs.md").read_text()
+    (tmp_path / "configs" / "placebos" / "new_v.yaml").rename(tmp_path / "configs" / "lomo" / "new_v.yaml")
+    assert not fresh()
+    indexes.write(tmp_path)
+    (tmp_path / "configs" / "lomo" / "new_v.yaml").unlink()
+    assert not fresh()
+    indexes.write(tmp_path)
+    assert (tmp_path / "docs" / "configs.md").read_text() == (CONFIGS.parent / "docs" / "configs.md").read_text()
+
+
+def test_no_two_configs_share_a_file_name():
+    # a sweep finds a bare name anywhere under configs/ and names a cell by its configs' file names
+    # (pgrpo.commands.sweep.config_of): two files of one name would make a bare arm ambiguous and two cells one
+    names: dict[str, list[str]] = {}
+    for path in sorted(CONFIGS.rglob("*.yaml")):
+        names.setdefault(path.name, []).append(str(path.relative_to(CONFIGS)))
+    assert not {name: paths for name, paths in names.items() if len(paths) > 1}
