@@ -1,4 +1,4 @@
-"""The `pgrpo` console script: `pgrpo fit ...` goes to LightningCLI, `pgrpo X ...` to the command X.
+"""The `pgrpo` console script: `pgrpo fit ...` goes to LightningCLI, any other `pgrpo <command> ...` to that command.
 
 Each command is one typed function in pgrpo/commands/, its docstring its `--help`; the library below
 (pgrpo/) never imports a command.

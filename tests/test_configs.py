@@ -171,14 +171,14 @@ def test_the_index_check_sees_a_config_added_moved_or_removed(tmp_path):
     assert fresh()
     (tmp_path / "configs" / "placebos" / "new_v.yaml").write_text("# A new placebo. Its header goes on.\n")
     assert not fresh()
-    assert indexes.write(tmp_path) == ["docs/configs.md"] and fresh()  # what the failure message says to run
+    assert indexes.write(tmp_path, ("configs",)) == ["docs/configs.md"] and fresh()  # what the command does
     assert "- `configs/placebos/new_v.yaml`: A new placebo\n" in (tmp_path / "docs" / "configs.md").read_text()
     (tmp_path / "configs" / "placebos" / "new_v.yaml").rename(tmp_path / "configs" / "lomo" / "new_v.yaml")
     assert not fresh()
-    indexes.write(tmp_path)
+    indexes.write(tmp_path, ("configs",))
     (tmp_path / "configs" / "lomo" / "new_v.yaml").unlink()
     assert not fresh()
-    indexes.write(tmp_path)
+    indexes.write(tmp_path, ("configs",))
     assert (tmp_path / "docs" / "configs.md").read_text() == (CONFIGS.parent / "docs" / "configs.md").read_text()
 
 

@@ -7,6 +7,7 @@ are `pgrpo report`'s output (tests/test_report.py covers what it writes); they a
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -159,17 +160,38 @@ def test_the_docs_site_builds_with_no_warnings(tmp_path):
     assert run.returncode == 0 and "WARNING" not in run.stderr + run.stdout, run.stderr + run.stdout
 
 
-def test_the_docs_layout_is_generated_from_every_module_of_the_package():
-    import importlib.util
+def test_the_docs_index_of_modules_is_the_packages():
+    from test_configs import load_indexes
 
-    spec = importlib.util.spec_from_file_location("hook", REPO / "docs" / "hooks" / "generated.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    tree = hook.layout()
-    for path in (REPO / "pgrpo").rglob("*.py"):
-        if path.name != "__init__.py":
-            assert f" {path.name} " in tree, path
-    assert "<!-- generated: layout -->" in (REPO / "docs" / "design.md").read_text()
+    indexes = load_indexes()
+    assert indexes.in_page("modules") == indexes.module_index(), (
+        f"docs/design.md's index of modules is not the package's (a module added, moved or removed, or the first "
+        f"sentence of its docstring reworded): run `{indexes.COMMAND}` and commit the page")
+
+
+def test_the_index_check_sees_a_module_added_moved_or_removed(tmp_path):
+    from test_configs import load_indexes
+
+    indexes = load_indexes()
+    shutil.copytree(REPO / "pgrpo", tmp_path / "pgrpo", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "docs").mkdir()
+    shutil.copyfile(REPO / "docs" / "design.md", tmp_path / "docs" / "design.md")
+
+    def fresh() -> bool:
+        return indexes.in_page("modules", tmp_path) == indexes.module_index(tmp_path)
+
+    assert fresh()
+    (tmp_path / "pgrpo" / "step" / "new_part.py").write_text('"""A new part of the step. What it holds."""\n')
+    assert not fresh()
+    indexes.write(tmp_path, ("modules",))  # what the command does
+    assert fresh() and "- `new_part.py`: A new part of the step\n" in (tmp_path / "docs" / "design.md").read_text()
+    (tmp_path / "pgrpo" / "step" / "new_part.py").rename(tmp_path / "pgrpo" / "records" / "new_part.py")
+    assert not fresh()
+    indexes.write(tmp_path, ("modules",))
+    (tmp_path / "pgrpo" / "records" / "new_part.py").unlink()
+    assert not fresh()
+    indexes.write(tmp_path, ("modules",))
+    assert (tmp_path / "docs" / "design.md").read_text() == (REPO / "docs" / "design.md").read_text()
 
 
 FINDING = re.compile(r"([+−-]?\d+\.\d+) \[([+−-]?\d+\.\d+), ([+−-]?\d+\.\d+)\]")  # a figure with its interval

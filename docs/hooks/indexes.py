@@ -1,7 +1,8 @@
 """The docs' indexes of the tree, written into the pages and checked, never kept by hand: every config file by folder
-(docs/configs.md; tests/test_configs.py checks it), each with the first sentence its header comment opens with.
+(docs/configs.md; tests/test_configs.py checks it) and every module by subpackage (docs/design.md; tests/test_docs.py
+checks it), each with the first sentence its file opens with (a config's header comment, a module's docstring).
 
-After adding, moving or removing a config, or rewording the sentence one opens with, rewrite it:
+After adding, moving or removing a config or a module, or rewording the sentence one opens with, rewrite both:
 
     python docs/hooks/indexes.py
 
@@ -9,6 +10,7 @@ Each index sits in its page between a begin and an end marker (HTML comments, wh
 what is between them is rewritten. Standard library only: it runs before any set-up.
 """
 
+import ast
 import re
 import sys
 import textwrap
@@ -59,8 +61,34 @@ def config_index(repo: Path = REPO) -> str:
     return "\n".join(out).rstrip("\n")
 
 
+def docstring_sentence(module: Path) -> str:
+    return first_sentence(ast.get_docstring(ast.parse(module.read_text(encoding="utf-8"))) or "")
+
+
+def module_index(repo: Path = REPO) -> str:
+    """The package's modules by subpackage (pgrpo/ itself first), each with its docstring's first sentence; a
+    subpackage's line is its __init__.py's."""
+    out: list[str] = []
+
+    def walk(package: Path) -> None:
+        summary = docstring_sentence(package / "__init__.py")
+        out.extend(textwrap.wrap(f"**`{package.relative_to(repo)}/`**" + (f": {summary}" if summary else ""), WIDTH,
+                                 break_long_words=False, break_on_hyphens=False))
+        out.append("")
+        for module in sorted(package.glob("*.py")):
+            if module.name != "__init__.py":
+                out.extend(item(module.name, docstring_sentence(module)))
+        out.append("")
+        for sub in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file()):
+            walk(sub)
+
+    walk(repo / "pgrpo")
+    return "\n".join(out).rstrip("\n")
+
+
 INDEXES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "configs": ("docs/configs.md", config_index),
+    "modules": ("docs/design.md", module_index),
 }
 
 
@@ -95,10 +123,11 @@ def stale(repo: Path = REPO) -> list[str]:
             if in_page(name, repo) != make(repo)]
 
 
-def write(repo: Path = REPO) -> list[str]:
-    """Rewrite each index in its page; the pages that changed."""
+def write(repo: Path = REPO, names: tuple[str, ...] = tuple(INDEXES)) -> list[str]:
+    """Rewrite each index (of `names`) in its page; the pages that changed."""
     changed = []
-    for name, (page, make) in INDEXES.items():
+    for name in names:
+        page, make = INDEXES[name]
         fresh = make(repo)
         if in_page(name, repo) != fresh:
             text = (repo / page).read_text(encoding="utf-8")

@@ -1,9 +1,10 @@
-"""Every intervention, found by its module: a new one is a file in this package and nothing else to list.
+"""Every intervention, found by its module: what a new file of this package defines, whether or not it is exported.
 
 `arms()` imports each module of the package and collects the Intervention subclasses it defines; the
 modules that hold what interventions share (the interface, reading V, reading activations) define bases,
-not arms. `knob_table()` is the docs' table of every arm's knobs, generated from the classes' signatures and
-docstrings when the docs are built (docs/hooks.py), so the docs never restate a docstring by hand.
+not arms. `pgrpo.interventions` names each by hand, and its test holds that list to what this finds.
+`knob_table()` is the docs' table of every arm's knobs, generated from the classes' signatures and
+docstrings when the docs are built (docs/hooks/generated.py), so the docs never restate a docstring by hand.
 """
 
 import importlib
