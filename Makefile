@@ -82,7 +82,7 @@ test: setup
 # every intervention held to what it may read of its host (pgrpo/interventions/base.py: RunView): a hook that
 # reaches past the view, e.g. into the Lightning trainer, fails here
 typecheck: setup
-	$(BIN)/mypy pgrpo/interventions pgrpo/directions/calibration.py pgrpo/step/generation.py pgrpo/integrations --follow-imports=silent --ignore-missing-imports
+	$(BIN)/mypy pgrpo/interventions pgrpo/directions/calibration.py pgrpo/step/generation.py pgrpo/step/engine.py pgrpo/hosts/trl.py --follow-imports=silent --ignore-missing-imports
 
 # figures to read, not a test: each hot path against its plain version (benchmarks/, docs/performance.md)
 bench: setup

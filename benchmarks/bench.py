@@ -29,7 +29,8 @@ from pgrpo.model.adapter import DEFAULT_TARGETS, SVDAdapterLinear, attach_adapte
 from pgrpo.model.adapter import merged_for_generation
 from pgrpo.directions.basis import ExtractionConfig, completion_grads, contrastive_pairs
 from pgrpo.records.cache import cache_dir
-from pgrpo.hosts.lightning.data import GRPODataModule, PromptGroup, StepBatches
+from pgrpo.hosts.lightning.data import GRPODataModule, StepBatches
+from pgrpo.step.batch import PromptGroup
 from pgrpo.env import grade_batch, load_problems
 from pgrpo.env.benchmark import benchmark_grading
 from pgrpo.env.prompts import build_messages
@@ -241,7 +242,7 @@ class NaiveGRPO(ProjectedGRPO):
         self.intervention.gradient(self)
         seconds["project"] = time.perf_counter() - start
         start = time.perf_counter()
-        self.clip_knob_grads()
+        self.engine.clip()
         opt.step()
         sched.step()
         seconds["optimizer"] = time.perf_counter() - start
@@ -324,7 +325,7 @@ def real_step_figures(model: str, problems: str, repeats: int, max_new_tokens: i
     start = time.perf_counter()
     students = module.sampler.sample(groups)
     generate_s = time.perf_counter() - start
-    rollouts = module.assemble(groups, students, module.sampler.grade(groups, students))
+    rollouts = module.engine.assemble(groups, students, module.sampler.grade(groups, students))
     live = (~rollouts.zero_std).repeat_interleave(rollouts.rewards.shape[1])
     packed = rollouts.packed.rows(live.nonzero().flatten())  # the rows the step backpropagates, each whole
     base = load_model_and_tokenizer(model)[0]
@@ -337,7 +338,7 @@ def real_step_figures(model: str, problems: str, repeats: int, max_new_tokens: i
             for m in module.adapter.values():
                 m.fold = fold
             module.policy.zero_grad(set_to_none=True)
-            module.split_backward(rollouts)
+            module.engine.backward(rollouts)
             return {n: m.delta_s.grad.clone() for n, m in module.adapter.items()}
         return run
 

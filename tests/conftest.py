@@ -2,13 +2,19 @@
 bases are built once)."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 SHARED = REPO.parent / "shared"
 LEETCODE_JSONL = SHARED / "data" / "leetcode_medhard_dev.jsonl"
+
+# The tests mirror the package tree, one folder per subpackage; a test reads another's helpers by its module name
+# (test_cli's `fast`, test_extraction's `tiny_model`), which pytest makes unique across the folders.
+sys.path[1:1] = [str(folder) for folder in sorted({p.parent for p in TESTS.rglob("test_*.py")}) if folder != TESTS]
 
 
 def pytest_configure(config):

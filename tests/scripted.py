@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from pgrpo.step.batch import Samples
-from pgrpo.hosts.lightning.data import PromptGroup
+from pgrpo.step.batch import PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.env.exploits import clean_completion, hack_completion
 from pgrpo.directions.extraction import HackBasis, random_basis_like

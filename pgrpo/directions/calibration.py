@@ -19,7 +19,7 @@ from torch import Tensor
 from pgrpo.model.adapter import knobs_zeroed
 from pgrpo.step.batch import Rollouts
 from pgrpo.chat import render_chat
-from pgrpo.hosts.lightning.data import PromptGroup
+from pgrpo.step.batch import PromptGroup
 from pgrpo.env.prompts import build_messages
 from pgrpo.step.rollout import Packed, pack, seeded
 
@@ -51,8 +51,8 @@ def base_rollout_grads(module: "RunView") -> dict[str, Tensor]:
     groups = base_groups(module)
     with seeded(SEED, module.device), knobs_zeroed(module.adapter):
         samples = module.sampler.sample(groups)
-        ro: Rollouts = module.assemble(groups, samples, module.sampler.grade(groups, samples))
-        _, _, grads = module.split_backward(ro)
+        ro: Rollouts = module.engine.assemble(groups, samples, module.sampler.grade(groups, samples))
+        grads = module.engine.backward(ro).grads
     for m in module.adapter.values():
         m.delta_s.grad = m.delta_s_hack.grad = None
     live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1])

@@ -16,7 +16,7 @@ an advantage weight read from each rollout's own gradient at every step (adv_gat
 per-rollout gradient), more than one process (the grades and the packed rows would have to be gathered with the
 rewards), and TRL's vLLM sampling (its weight sync would hand vLLM the base weights, not the adapted ones). What
 an intervention measures once before the first step (a placebo's strength, erase's start rate) is measured by
-pgrpo's own step machinery on the same policy (`TRLRunView.calibrator`).
+pgrpo's own step engine on the same policy (`TRLRunView.engine`, pgrpo/step/engine.py).
 
     pip install -e ".[trl]"
     trainer = build_trainer(Erase(), GRPOConfig(output_dir="out", max_steps=5, ...))
@@ -25,9 +25,8 @@ pgrpo's own step machinery on the same policy (`TRLRunView.calibrator`).
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-import lightning as L
 import torch
 from torch import Tensor, nn
 from torch.nn.attention import sdpa_kernel
@@ -43,11 +42,11 @@ from pgrpo.env.prompts import build_messages
 from pgrpo.env.pairs import ContrastivePair
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.directions.extraction import HackBasis
+from pgrpo.step.engine import GRPOStep, StepConfig
 from pgrpo.step.generation import GenerationConfig, Grading, HFSampler, Sampler
 from pgrpo.interventions.base import Intervention
 from pgrpo.step.loss import GRADIENT_ATTENTION, LossConfig
 from pgrpo.model.load import hack_openings, load_model_and_tokenizer
-from pgrpo.hosts.lightning.module import ProjectedGRPO
 from pgrpo.step.optim import OptimConfig
 from pgrpo.step.projection import knob_snapshot
 from pgrpo.step.rollout import SamplingConfig, encode_prompts, pack
@@ -85,7 +84,7 @@ class TRLRunView:
     micro_batch_size: int | None = None
     intervention: Intervention = field(default_factory=Intervention)
     start_metrics: dict[str, float] = field(default_factory=dict)
-    _calibrator: "ProjectedGRPO | None" = field(default=None, repr=False)
+    _engine: GRPOStep | None = field(default=None, repr=False)
 
     @property
     def device(self) -> torch.device:
@@ -103,28 +102,15 @@ class TRLRunView:
     def log_at_start(self, metrics: dict[str, float]) -> None:
         self.start_metrics |= metrics
 
-    def assemble(self, groups, students, grades):
-        return self.calibrator().assemble(groups, students, grades)
-
-    def split_backward(self, ro):
-        return self.calibrator().split_backward(ro)
-
-    def calibrator(self) -> ProjectedGRPO:
+    @property
+    def engine(self) -> GRPOStep:
         """pgrpo's own step on this view's policy, for what an intervention measures once before TRL's first step
-        (a placebo's strength, erase's start rate: the base policy's rollouts, back-propagated row by row). It is
-        never TRL's step: TRL's backward keeps no per-rollout gradient."""
-        if self._calibrator is None:
-            module = ProjectedGRPO(model=self.model_name, generation=GenerationConfig(**asdict(self.generation)),
-                                   extraction=self.extraction,
-                                   loss=self.loss_cfg, share_prompts=self.share_prompts)
-            module.policy, module.adapter, module.tokenizer = self.policy, self.adapter, self.tokenizer
-            module.sampler, module.basis, module.intervention = self.sampler, self.basis, self.intervention
-            trainer = L.Trainer(accelerator=self.device.type, devices=1, logger=False, enable_checkpointing=False,
-                                enable_progress_bar=False, enable_model_summary=False)
-            trainer.strategy.connect(module)  # manual_backward goes through a trainer's strategy
-            module.trainer = trainer
-            self._calibrator = module
-        return self._calibrator
+        (a placebo's strength, erase's start rate: the base policy's rollouts, back-propagated row by row). TRL's
+        own backward keeps no per-rollout gradient, so TRL's step never runs through it."""
+        if self._engine is None:
+            self._engine = GRPOStep(self, StepConfig(share_prompts=self.share_prompts,
+                                                     micro_batch_size=self.micro_batch_size))
+        return self._engine
 
 
 class GraderReward:

@@ -37,7 +37,7 @@ import os
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -45,20 +45,30 @@ from torch import Tensor, nn
 from pgrpo.model.adapter import SVDAdapterLinear, quarantine_zeroed
 from pgrpo.directions.extraction import HackBasis
 from pgrpo.step.rollout import Packed
-from pgrpo.step.step_grads import StepGrads
+from pgrpo.step.step_grads import Backward, StepGrads
 
 
 if TYPE_CHECKING:  # the view names the host's types; the host imports this package, never the other way round
     from transformers import PreTrainedTokenizerBase
 
     from pgrpo.directions.basis import ContrastivePair, ExtractionConfig
-    from pgrpo.step.batch import Rollouts, Samples
-    from pgrpo.hosts.lightning.data import PromptGroup
     from pgrpo.env import GradeResult, Problem
+    from pgrpo.step.batch import PromptGroup, Rollouts, Samples
     from pgrpo.step.loss import LossConfig
     from pgrpo.step.optim import OptimConfig
     from pgrpo.step.generation import Sampler
     from pgrpo.step.rollout import SamplingConfig
+
+
+class StepMachinery(Protocol):
+    """The host's step as a hook may run it on rollouts of its choosing (a placebo's calibration does): the same
+    phases the training step runs (pgrpo.step.engine.GRPOStep)."""
+
+    def assemble(self, groups: list["PromptGroup"], students: "Samples", grades: list["GradeResult"]) -> "Rollouts":
+        """Graded groups → packed rows with rewards and advantages, the rewards and advantages hooks applied."""
+
+    def backward(self, ro: "Rollouts") -> Backward:
+        """The loss's one backward over the rows, each row's own part of the knobs' gradient kept."""
 
 
 @runtime_checkable
@@ -77,6 +87,10 @@ class RunView(Protocol):
 
     @property
     def device(self) -> torch.device: ...
+
+    @property
+    def engine(self) -> StepMachinery:
+        """The host's step (pgrpo.step.engine.GRPOStep), to run on rollouts a hook chose."""
 
     @property
     def share_prompts(self) -> bool:
@@ -101,10 +115,6 @@ class RunView(Protocol):
 
     def extract_basis(self, problems: list["Problem"], control: str = "none",
                       extraction: "ExtractionConfig | None" = None, cached: bool = True) -> HackBasis: ...
-
-    def assemble(self, groups: list["PromptGroup"], students: "Samples", grades: list["GradeResult"]) -> "Rollouts": ...
-
-    def split_backward(self, ro: "Rollouts") -> tuple[Any, Any, StepGrads]: ...
 
     def log_at_start(self, metrics: dict[str, float]) -> None:
         """Numbers measured once, at train start, into the run's logs."""

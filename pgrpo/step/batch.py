@@ -6,8 +6,19 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pgrpo.env import MODES, GradeQueue, GradeResult
+from pgrpo.env import MODES, GradeQueue, GradeResult, Problem
+from pgrpo.env.pool import TeacherRow
 from pgrpo.step.rollout import Packed, pack
+
+
+@dataclass
+class PromptGroup:
+    """One prompt's group: the student samples n_student completions of it, the teacher pool completes it."""
+
+    problem: Problem
+    prompt: str  # chat-rendered prompt text the student continues
+    teacher: list[TeacherRow]  # cached rows that complete the group
+    n_student: int
 
 
 @dataclass

@@ -16,7 +16,7 @@ from torch import nn
 
 from pgrpo.model.adapter import SVDAdapterLinear, base_is_sharded, merged_for_generation
 from pgrpo.step.batch import Samples
-from pgrpo.hosts.lightning.data import PromptGroup
+from pgrpo.step.batch import PromptGroup
 from pgrpo.chat import render_chat
 from pgrpo.env import GradeQueue, GradeResult, Problem, RewardConfig
 from pgrpo.env.prompts import build_messages

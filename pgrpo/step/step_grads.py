@@ -1,6 +1,7 @@
 """One step's knob gradient taken apart by where it came from: each row's part and each shared prompt's."""
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -53,3 +54,12 @@ class StepGrads:
         g_teacher = {n: r[~student.to(r.device)].sum(0) + self.prompts[n][~self.prompt_is_student].sum(0)
                      for n, r in self.rows.items()}
         return g_student, g_teacher
+
+
+class Backward(NamedTuple):
+    """What the step's one backward leaves besides the knobs' .grad: the summed loss, the loss's statistics (row
+    means) and each row's own part of the gradient."""
+
+    loss: float
+    stats: dict[str, float]
+    grads: StepGrads

@@ -19,7 +19,8 @@ import torch
 import pgrpo.directions.calibration
 import pgrpo.interventions
 from pgrpo.step.batch import Samples
-from pgrpo.hosts.lightning.data import GRPODataModule, PromptGroup
+from pgrpo.hosts.lightning.data import GRPODataModule
+from pgrpo.step.batch import PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.interventions import Intervention
 from pgrpo.step.generation import GenerationConfig
@@ -49,6 +50,7 @@ class ScriptedGRPO(ScriptedStudents):
     def __init__(self, scramble: bool, **kwargs):
         super().__init__(**kwargs)
         self.scramble = scramble
+        self.engine.assemble = self.scrambled_teacher(self.engine.assemble)
 
     def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
         grades = []
@@ -63,12 +65,15 @@ class ScriptedGRPO(ScriptedStudents):
                     bogus_own_tests=False, attempted=exploited, mode=grp.problem.mode, timed_out=False, error=None))
         return grades
 
-    def assemble(self, groups, students, grades):
-        groups = [replace(grp, teacher=[replace(row, exploited=(e := scrambled(f"{grp.problem.id}:{i}",
-                                                                               row.exploited, self.scramble)),
-                                                gt_correct=row.passed and not e)
-                                        for i, row in enumerate(grp.teacher)]) for grp in groups]
-        return super().assemble(groups, students, grades)
+    def scrambled_teacher(self, assemble):
+        """The step's assembly with the teacher rows' oracle labels scrambled too."""
+        def scrambled_assemble(groups, students, grades):
+            groups = [replace(grp, teacher=[replace(row, exploited=(e := scrambled(f"{grp.problem.id}:{i}",
+                                                                                   row.exploited, self.scramble)),
+                                                    gt_correct=row.passed and not e)
+                                            for i, row in enumerate(grp.teacher)]) for grp in groups]
+            return assemble(groups, students, grades)
+        return scrambled_assemble
 
 
 def trained_knobs(intervention: Intervention, scramble: bool) -> dict[str, torch.Tensor]:

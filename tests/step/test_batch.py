@@ -4,7 +4,7 @@ the prompt units that keep the student/teacher split of the gradient exact."""
 import torch
 
 from pgrpo.step.batch import Samples, lay_out
-from pgrpo.hosts.lightning.data import PromptGroup
+from pgrpo.step.batch import PromptGroup
 from pgrpo.env import GradeResult, load_problems
 from pgrpo.env.pool import TeacherRow
 from pgrpo.model.load import load_tokenizer

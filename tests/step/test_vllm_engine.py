@@ -19,7 +19,7 @@ else:
 
 from pgrpo.model.adapter import knobs_zeroed, quarantine_zeroed  # noqa: E402
 from pgrpo.chat import render_chat  # noqa: E402
-from pgrpo.hosts.lightning.data import PromptGroup  # noqa: E402
+from pgrpo.step.batch import PromptGroup  # noqa: E402
 from pgrpo.env import load_problems  # noqa: E402
 from pgrpo.env.prompts import build_messages  # noqa: E402
 from pgrpo.step.generation import GenerationConfig
@@ -52,7 +52,7 @@ def _trainer_logp(module, samples) -> list[list[float]]:
     """The trainer's own logprobs of the sampled tokens (what the loss recomputes)."""
     packed = pack(samples.prompt_ids, samples.completions, module.tokenizer.pad_token_id)
     with torch.no_grad():
-        logp = module.logprobs(packed)
+        logp = module.engine.logprobs(packed)
     return [logp[i, : len(c)].tolist() for i, c in enumerate(samples.completions)]
 
 

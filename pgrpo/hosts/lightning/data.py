@@ -28,6 +28,7 @@ from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.chat import render_chat
 from pgrpo.model.load import hack_openings, load_tokenizer
+from pgrpo.step.batch import PromptGroup
 from pgrpo.step.rollout import encode_prompts
 
 # A resumed run's loader starts at the checkpoint's global step (FromStep), so Lightning's warning about loaders
@@ -35,14 +36,6 @@ from pgrpo.step.rollout import encode_prompts
 warnings.filterwarnings("ignore", message=r"You're resuming from a checkpoint that ended before the epoch ended")
 
 POOL_SECONDS_PER_PROBLEM = 0.2  # grading its template completions, measured on 2 cores (for the announcement)
-
-
-@dataclass
-class PromptGroup:
-    problem: Problem
-    prompt: str  # chat-rendered prompt text the student continues
-    teacher: list[TeacherRow]  # cached rows that complete the group
-    n_student: int
 
 
 class StepBatches(Dataset):

@@ -1,5 +1,6 @@
 """2 CPU processes (gloo) train the knobs exactly as one process does on the same global batch, under Lightning
-DDP and under FSDP (pgrpo.hosts.lightning.strategy.ShardedBaseStrategy: the frozen base, U and Vh sharded, the knobs replicated).
+DDP and under FSDP (pgrpo.hosts.lightning.strategy.ShardedBaseStrategy: the frozen base, U and Vh sharded, the
+knobs replicated).
 
 The student samples are scripted (a hack, a clean solution and a non-answer per prompt, graded by rule), so
 both runs see the same rows and only the distribution differs. Run as a script, this file is one training
@@ -20,7 +21,8 @@ from torch.distributed.tensor import DTensor
 
 from pgrpo.directions.activations import pair_states
 from pgrpo.hosts.lightning.callbacks import HackMetricsLogger
-from pgrpo.hosts.lightning.data import GRPODataModule, PromptGroup
+from pgrpo.hosts.lightning.data import GRPODataModule
+from pgrpo.step.batch import PromptGroup
 from pgrpo.env import GradeResult
 from pgrpo.step.batch import Samples
 from pgrpo.step.generation import GenerationConfig, Grading, HFSampler
@@ -38,6 +40,7 @@ class ScriptedGRPO(ScriptedStudents):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.seen: list[dict] = []
+        self.engine.project = self.recorded_projection(self.engine.project)
 
     def grade(self, groups: list[PromptGroup], students: Samples) -> list[GradeResult]:
         grades = []
@@ -58,12 +61,14 @@ class ScriptedGRPO(ScriptedStudents):
                     timed_out=False, error=None))
         return grades
 
-    def project_grads(self, step_grads, ro):
-        grads = {n: m.delta_s.grad.clone() for n, m in self.adapter.items() if m.delta_s.grad is not None}
-        stats = super().project_grads(step_grads, ro)
-        self.seen.append({"grads": grads, "cin_student": stats.get("proj/cin_student"),
-                          "live_groups": int((~ro.zero_std).sum())})
-        return stats
+    def recorded_projection(self, project):
+        def recorded(step_grads, ro, optimizer=None):
+            grads = {n: m.delta_s.grad.clone() for n, m in self.adapter.items() if m.delta_s.grad is not None}
+            stats = project(step_grads, ro, optimizer)
+            self.seen.append({"grads": grads, "cin_student": stats.get("proj/cin_student"),
+                              "live_groups": int((~ro.zero_std).sum())})
+            return stats
+        return recorded
 
 
 def make_strategy(name: str, devices: int):
@@ -125,7 +130,7 @@ def test_two_processes_equal_one_process_on_the_same_global_batch(strategy, tmp_
     finally:
         torch.set_num_threads(threads)
     subprocess.run([sys.executable, __file__, str(ddp), "2", strategy], check=True, timeout=600,
-                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+                   env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)})
 
     one = torch.load(single / "seen_rank0.pt")
     ranks = [torch.load(ddp / f"seen_rank{r}.pt") for r in (0, 1)]

@@ -11,11 +11,11 @@ import torch
 import yaml
 
 from pgrpo.cli import main
-from pgrpo.hosts.lightning.data import PromptGroup
+from pgrpo.step.batch import PromptGroup
 from pgrpo.env import NO_LOOPHOLE, GradeResult, load_problems
 from pgrpo.env.pool import TeacherRow
 from pgrpo.directions.extraction import HackBasis
-from pgrpo.hosts.lightning import module as grpo_module
+from pgrpo.step import engine as step_engine
 from pgrpo.step.loss import LossConfig, teacher_advantages, teacher_token_weights
 from pgrpo.model.load import model_id
 from pgrpo.step.batch import Rollouts, Samples
@@ -69,7 +69,7 @@ def test_student_and_teacher_gradients_sum_to_the_full_batch_gradient(grpo):
     ro = rollouts([[1.0, 0.0, 0.25, 1.25], [0.25, 1.25, 0.0, 0.0]], n_student=3)
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    _, _, grads = grpo.split_backward(ro)
+    _, _, grads = grpo.engine.backward(ro)
     g_student, g_teacher = grads.split(ro.is_student)
     for name, m in grpo.adapter.items():
         g_s, g_t = g_student[name], g_teacher[name]
@@ -89,19 +89,21 @@ def test_a_long_teacher_row_does_not_widen_the_student_rows_pass(grpo, monkeypat
     packed.prompt_of_row = ro.packed.prompt_of_row
     ro.packed = packed
     widths = []
-    real_logprobs = grpo.logprobs
-    monkeypatch.setattr(grpo, "logprobs", lambda p, **k: widths.append((int(p.input_ids.shape[0]), p.completion_len))
+    real_logprobs = grpo.engine.logprobs
+    monkeypatch.setattr(grpo.engine, "logprobs",
+                        lambda p, **k: widths.append((int(p.input_ids.shape[0]), p.completion_len))
                         or real_logprobs(p, **k))
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    grpo.split_backward(ro)
+    grpo.engine.backward(ro)
     assert widths == [(6, max(len(c) for c, s in zip(completions, ro.is_student) if s)), (2, 40)]
 
 
 @pytest.mark.parametrize("micro_batch_size", [None, 3])
 def test_shared_prompts_give_the_same_gradient_and_the_same_student_teacher_split(grpo, monkeypatch,
                                                                                  micro_batch_size):
-    monkeypatch.setitem(grpo.hparams, "micro_batch_size", micro_batch_size)  # 3: a group spans two micro-batches
+    monkeypatch.setattr(grpo.engine, "config", replace(grpo.engine.config, micro_batch_size=micro_batch_size))
+    # 3: a group spans two micro-batches
     for m in grpo.adapter.values():
         m.delta_s.data.normal_(0, 0.05, generator=torch.Generator().manual_seed(1))
     results = []
@@ -109,7 +111,7 @@ def test_shared_prompts_give_the_same_gradient_and_the_same_student_teacher_spli
         for m in grpo.adapter.values():
             m.delta_s.grad = None
         ro = rollouts([[1.0, 0.0, 0.25, 1.25], [0.25, 1.25, 0.0, 0.0]], n_student=3, shared=shared)
-        loss, _, grads = grpo.split_backward(ro)
+        loss, _, grads = grpo.engine.backward(ro)
         results.append((loss, {n: m.delta_s.grad.clone() for n, m in grpo.adapter.items()}, grads.split(ro.is_student),
                         grads))
     for m in grpo.adapter.values():
@@ -131,20 +133,20 @@ def test_adv_gate_gives_the_gradient_of_the_gated_advantages_from_one_backward(g
     ro = rollouts([[1.0, 0.0, 0.25, 1.25], [0.25, 1.25, 0.0, 0.0]], n_student=3)
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    _, _, grads = grpo.split_backward(ro)
+    _, _, grads = grpo.engine.backward(ro)
     fraction = rollout_hack_fraction(grads.rows, grpo.basis)
     # centred among this batch's rollouts, so that some are kept and some discounted
     gate = AdvGate(center=float(fraction.median()), temperature=0.02)
     monkeypatch.setattr(grpo, "intervention", gate)
     weights = gate.advantage_weights(grpo, grads)
     assert weights.min() < 0.2 and weights.max() > 0.8
-    stats = grpo.project_grads(grads, ro)
+    stats = grpo.engine.project(grads, ro)
     gated = {n: m.delta_s.grad.clone() for n, m in grpo.adapter.items()}
     # the same batch, its advantages scaled by the weights up front: the gradient every other arm would take
     ro.advantages = ro.advantages * weights
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    grpo.split_backward(ro)
+    grpo.engine.backward(ro)
     for name, m in grpo.adapter.items():
         m.delta_s.data.zero_()
         torch.testing.assert_close(gated[name], m.delta_s.grad, rtol=1e-4, atol=1e-7)
@@ -162,7 +164,7 @@ def test_zero_variance_groups_are_skipped(grpo):
     ro = rollouts([[1.0, 1.0, 1.0, 1.0], [0.0, 1.25, 0.0, 0.0]], n_student=3)
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    _, _, grads = grpo.split_backward(ro)
+    _, _, grads = grpo.engine.backward(ro)
     name = next(iter(grads.rows))
     assert grads.rows[name][:4].abs().sum() == 0  # the flat group contributed nothing
     assert grads.rows[name][4:].abs().sum() > 0
@@ -173,17 +175,15 @@ def test_all_flat_groups_backpropagate_nothing_and_projection_is_skipped(grpo):
     ro = rollouts([[0.25, 0.25, 0.25, 0.25]], n_student=4)
     for m in grpo.adapter.values():
         m.delta_s.grad = None
-    loss, _, grads = grpo.split_backward(ro)
+    loss, _, grads = grpo.engine.backward(ro)
     assert loss == 0.0 and all(m.delta_s.grad is None for m in grpo.adapter.values())
-    assert grpo.project_grads(grads, ro) == {}
+    assert grpo.engine.project(grads, ro) == {}
 
 
 def test_non_finite_loss_stops_the_run_naming_the_step(grpo, monkeypatch):
-    import pgrpo.hosts.lightning.module as module_file
-
-    monkeypatch.setattr(module_file, "grpo_loss", lambda *a, **k: (torch.tensor(float("nan"), requires_grad=True), {}))
+    monkeypatch.setattr(step_engine, "grpo_loss", lambda *a, **k: (torch.tensor(float("nan"), requires_grad=True), {}))
     with pytest.raises(FloatingPointError, match="at step 0"):
-        grpo.split_backward(rollouts([[1.0, 0.0]], n_student=1))
+        grpo.engine.backward(rollouts([[1.0, 0.0]], n_student=1))
 
 
 def test_warmup_never_gives_a_zero_learning_rate():
@@ -233,7 +233,8 @@ def test_only_the_oracle_arms_let_the_oracles_verdict_reach_a_reward_or_an_advan
     if isinstance(intervention, ReadsActivations):  # its detector is fitted at train start: a score of the tokens
         intervention.scores = lambda module, packed: packed.input_ids.float().sum(1)
     monkeypatch.setattr(grpo, "intervention", intervention)
-    monkeypatch.setitem(grpo.hparams, "advantage_scale", resolved["model"]["advantage_scale"])
+    monkeypatch.setattr(grpo.engine, "config",
+                        replace(grpo.engine.config, advantage_scale=resolved["model"]["advantage_scale"]))
     problems = load_problems()[:2]
     prompt_ids = [[5, 6, 7]] * 6
     completions = [[8, 9, 10 + i] for i in range(6)]
@@ -243,7 +244,7 @@ def test_only_the_oracle_arms_let_the_oracles_verdict_reach_a_reward_or_an_advan
     for flip in (False, True):  # the same flawed grades; only the oracle's verdict differs
         groups = [PromptGroup(p, "prompt", [_teacher(p, exploited=(i == 0) != flip)], 3) for i, p in enumerate(problems)]
         gt_correct = [c != flip for c in (True, False, False, False, False, True)]
-        batches.append(grpo.assemble(groups, students, _grades(gt_correct, passed)))
+        batches.append(grpo.engine.assemble(groups, students, _grades(gt_correct, passed)))
     reaches = not (torch.equal(batches[0].rewards, batches[1].rewards)
                    and torch.equal(batches[0].advantages, batches[1].advantages))
     graded_by_oracle = resolved["data"]["modes"] == NO_LOOPHOLE
@@ -257,27 +258,27 @@ def test_sampler_mismatch_is_logged_as_the_mean_gap_and_truncated_importance_wei
     student rows' loss is weighted by min(exp(trainer − sampler), cap), teacher rows by 1."""
     ro = rollouts([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]], n_student=2)
     with torch.no_grad():
-        trainer = grpo.logprobs(ro.packed)
+        trainer = grpo.engine.logprobs(ro.packed)
     offset = torch.tensor([0.3, -2.0, 0.1, 0.0, 1.0, 0.05, 9.0, -9.0])[:, None]  # teacher rows: never sampled
     ro.sampler_logp = torch.where(ro.is_student[:, None], trainer - offset, torch.zeros_like(trainer))
     student_tokens = ro.packed.completion_mask.bool() & ro.is_student[:, None]
     gap = float((offset.abs() * student_tokens).sum() / student_tokens.sum())
 
     weights = []
-    real_loss = grpo_module.grpo_loss
-    monkeypatch.setattr(grpo_module, "grpo_loss",
+    real_loss = step_engine.grpo_loss
+    monkeypatch.setattr(step_engine, "grpo_loss",
                         lambda *a, token_weight=None, **k: weights.append(token_weight) or real_loss(*a, **k))
     for cap in (None, 2.0):
-        monkeypatch.setattr(grpo.generation, "importance_cap", cap)
+        monkeypatch.setattr(grpo.engine, "config", replace(grpo.engine.config, importance_cap=cap))
         ro.stats = {}
         weights.clear()
-        grpo.split_backward(ro)
+        grpo.engine.backward(ro)
         assert ro.stats["gen/logprob_gap"] == pytest.approx(gap, abs=1e-5)
         if cap is None:
             assert weights == [None, None] and "gen/is_truncated_frac" not in ro.stats  # student, teacher passes
             continue
         expected = torch.where(ro.is_student[:, None], offset.exp().clamp(max=cap), torch.ones(()))
-        for w, rows in zip(weights, grpo.micro_batches(torch.arange(8), ro.is_student), strict=True):
+        for w, rows in zip(weights, grpo.engine.micro_batches(torch.arange(8), ro.is_student), strict=True):
             mask = ro.packed.rows(rows).completion_mask.bool()
             torch.testing.assert_close(w[mask], expected[rows].expand_as(w)[mask], atol=1e-5, rtol=1e-5)
         truncated = float(((offset > math.log(cap)) & student_tokens).sum() / student_tokens.sum())
@@ -308,7 +309,7 @@ def test_an_off_policy_treatment_of_the_teacher_rows_changes_their_gradient_alon
     for name, cfg in (("seed", LossConfig()), ("treated", LossConfig(**treatment))):
         monkeypatch.setattr(grpo, "loss_cfg", cfg)
         treated = replace(ro, advantages=teacher_advantages(ro.advantages, ro.is_student, cfg))
-        grads[name] = treated, grpo.split_backward(treated)[2].split(ro.is_student)
+        grads[name] = treated, grpo.engine.backward(treated)[2].split(ro.is_student)
     (seed_ro, (s_student, s_teacher)), (ro_t, (t_student, t_teacher)) = grads["seed"], grads["treated"]
     for name in s_student:
         torch.testing.assert_close(t_student[name], s_student[name])  # the student rows train as before
