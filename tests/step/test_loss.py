@@ -3,18 +3,9 @@ import math
 
 import pytest
 import torch
-import transformers
 
 from pgrpo.step.loss import LossConfig, group_advantages, grpo_loss, kl_per_token, token_logprobs
-
-
-def tiny_model() -> transformers.Qwen3ForCausalLM:
-    torch.manual_seed(0)
-    config = transformers.Qwen3Config(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-    )
-    return transformers.Qwen3ForCausalLM(config).eval()
+from test_extraction import tiny_model
 
 
 def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
