@@ -2,6 +2,11 @@
 on the embedded default; what TRL cannot host is refused with a clear error."""
 
 import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,13 +15,17 @@ pytest.importorskip("trl", reason='the TRL host needs TRL: pip install -e ".[trl
 
 from trl import GRPOConfig  # noqa: E402
 
-from pgrpo.hosts.trl import KnobHooks, NotHosted, build_trainer  # noqa: E402
+from pgrpo.hosts.trl import (  # noqa: E402
+    GraderReward, InterventionGRPOTrainer, KnobHooks, NotHosted, attach, build_trainer, pgrpo_dataset,
+)
 from pgrpo.interventions import (  # noqa: E402
     AdvGate, AdvShortcut, AdvShortcutV, Erase, GtPenalty, GtScreen, ProbePenalty, Route, Vanilla,
 )
 from pgrpo.step.projection import grad_hack_fraction  # noqa: E402
 
 STEPS = 5
+SAME_AS_PGRPO_FIT = ("intervention/active_rate", "intervention/gradient_removed", "proj/cin", "proj/cin_null",
+                     "proj/cout", "adapter/delta_s_along_v")
 
 
 def config(tmp_path, **changes) -> GRPOConfig:
@@ -47,6 +56,10 @@ def test_each_level_of_intervention_trains_five_steps_inside_trl_and_logs_its_ra
     for log in steps:
         assert 0.0 <= log["hack/student"] <= 1.0 and 0.0 <= log["intervention/rollout_rate"] <= 1.0
         assert math.isfinite(log["loss"])
+        for name in SAME_AS_PGRPO_FIT:  # the names `pgrpo fit` logs them under
+            assert math.isfinite(log[name]), name
+        assert log["intervention/active_rate"] >= max(log["intervention/rollout_rate"],
+                                                      log["intervention/gradient_removed"])
     if isinstance(intervention, Erase):  # its start rate is measured before the first step, by pgrpo's own machinery
         assert "intervention/start_rate" in steps[0]  # (NaN here: the tests' 2-step base gives no reward variance)
     if isinstance(intervention, GtScreen):
@@ -109,3 +122,78 @@ def test_trl_leaves_a_nan_reward_out_of_its_groups_mean_and_std_and_gives_it_adv
     mean, std = 2 / 3, math.sqrt(((1 / 3) ** 2 * 2 + (2 / 3) ** 2) / 2)  # over 1, 0, 1 (TRL's unbiased nanstd)
     expected = [(1 - mean) / (std + 1e-4), 0.0, (0 - mean) / (std + 1e-4), (1 - mean) / (std + 1e-4)]
     assert out["advantages"].tolist() == pytest.approx(expected, abs=1e-5)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("arm", ["Erase", "ProbePenalty"])  # a gradient edit; a reward edit and its detector
+def test_your_own_model_trains_in_two_processes_under_accelerate_with_the_same_knobs_in_each(arm, tmp_path):
+    """examples/trl_own_model.py (your model loaded by transformers, your reward beside pgrpo's grader) launched
+    by TRL's launcher as two CPU processes that all-reduce over gloo: 2 steps, `pgrpo fit`'s metrics in the log,
+    and every process's knobs bit for bit alike (the gradient is edited after its all-reduce)."""
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+               str(free_port()), str(EXAMPLES / "trl_own_model.py"), "--arm", arm, "--steps", "2", "--out",
+               str(tmp_path)]
+    # no GPU: --multi_gpu then starts CPU processes; one thread each on a shared machine
+    env = os.environ | {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    import json
+
+    steps = [log for log in json.loads((tmp_path / "log_history.json").read_text()) if "loss" in log]
+    assert len(steps) == 2
+    for log in steps:
+        for name in (*SAME_AS_PGRPO_FIT, "intervention/rollout_rate", "hack/student", "rewards/brevity/mean"):
+            assert math.isfinite(log[name]), name
+    if arm == "ProbePenalty":
+        assert all(0 <= log["detector/flagged"] <= 1 for log in steps)
+    knobs = [torch.load(tmp_path / f"knobs{rank}.pt") for rank in (0, 1)]
+    assert any(knob.any() for knob in knobs[0].values())
+    assert all(torch.equal(knobs[0][name], knobs[1][name]) for name in knobs[0])
+
+
+def test_pgrpos_grader_rewards_the_rows_of_your_dataset_that_name_its_problems_and_leaves_the_rest_to_you():
+    from pgrpo.env import clean_completion, hack_completion, load_problems
+
+    problem = load_problems()[0]
+    grader = GraderReward([problem])
+    logged = {}
+    hack = hack_completion(problem, problem.mode)
+    completions = [clean_completion(problem), [{"role": "assistant", "content": hack}], "not one of pgrpo's problems"]
+    rewards = grader(prompts=["p"] * 3, completions=completions, problem_id=[problem.id, problem.id, None],
+                     log_metric=logged.__setitem__)
+    assert rewards[0] > 0 and rewards[1] > 0 and rewards[2] is None  # the hack passes the flawed tests
+    assert [g.exploited for g in grader.last[:2]] == [False, True] and grader.last[2] is None
+    assert logged == {"hack/student": 0.5, "solve/student": 0.5, "format/student": 1.0}
+    with pytest.raises(KeyError, match="from the dataset's column 'problem_id', which this dataset lacks"):
+        grader(prompts=["p"], completions=["c"], task=["x"])
+    with pytest.raises(KeyError, match="names problems it was not given: \\['nope'\\]"):
+        grader(prompts=["p"], completions=["c"], problem_id=["nope"])
+
+
+def test_what_an_intervention_cannot_do_with_your_own_pieces_is_refused_with_the_reason(tmp_path):
+    from pgrpo.model.load import load_model_and_tokenizer
+
+    policy, tokenizer = load_model_and_tokenizer("embedded")
+    args = config(tmp_path)
+    view = attach(policy, tokenizer, args, GtScreen())
+    data = pgrpo_dataset(tokenizer, view.train_problems)
+
+    def brevity(completions, **_):
+        return [-1e-4 * len(text) for text in completions]
+
+    with pytest.raises(NotHosted, match="gt_screen reads the oracle's verdict, which only pgrpo's grader gives"):
+        InterventionGRPOTrainer(view, args=args, reward_funcs=[brevity], train_dataset=data)
+    with pytest.raises(NotHosted, match="edits the rewards' weighted sum, which TRL normalises only under"):
+        InterventionGRPOTrainer(view, args=config(tmp_path, multi_objective_aggregation="normalize_then_sum"),
+                                reward_funcs=[GraderReward(view.train_problems), brevity], train_dataset=data)
+    with pytest.raises(ValueError, match="the model `attach` put pgrpo's adapter on"):
+        InterventionGRPOTrainer(view, args=args, model=torch.nn.Linear(1, 1), train_dataset=data)
