@@ -127,6 +127,38 @@ def test_trl_leaves_a_nan_reward_out_of_its_groups_mean_and_std_and_gives_it_adv
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+def example(name: str):
+    """A script of examples/ as a module (they are the clone's, not the package's)."""
+    import importlib.util
+
+    path = EXAMPLES / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_hack_monitor_measures_a_plain_trl_run_and_leaves_its_training_as_it_was(tmp_path):
+    """examples/hack_monitor.py: a plain GRPOTrainer (no pgrpo trainer) on the embedded default, 2 steps with the
+    monitor and 2 without; the monitored run logs cin beside its null, ⟨V, δS⟩ and the probe's flag rate, and its
+    knobs end bit for bit where the unmonitored run's do."""
+    from trl import GRPOTrainer
+
+    watched, watched_view = example("hack_monitor").train(2, tmp_path / "watched", monitor=True)
+    plain, plain_view = example("hack_monitor").train(2, tmp_path / "plain", monitor=False)
+    assert type(watched) is GRPOTrainer and not isinstance(watched, InterventionGRPOTrainer)
+    steps = [log for log in watched.state.log_history if "loss" in log]
+    assert len(steps) == 2
+    for log in steps:
+        for name in ("proj/cin", "proj/cin_null", "adapter/delta_s_along_v", "detector/flagged"):
+            assert math.isfinite(log[name]), name
+        assert 0 < log["proj/cin_null"] < 1 and 0 <= log["detector/flagged"] <= 1
+    assert not any("proj/cin" in log for log in plain.state.log_history)
+    moved = [m.delta_s.detach() for m in watched_view.adapter.values()]
+    assert any(knob.any() for knob in moved)  # the knobs trained
+    assert all(torch.equal(a, m.delta_s.detach()) for a, m in zip(moved, plain_view.adapter.values()))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
