@@ -229,3 +229,15 @@ def test_what_an_intervention_cannot_do_with_your_own_pieces_is_refused_with_the
                                 reward_funcs=[GraderReward(view.train_problems), brevity], train_dataset=data)
     with pytest.raises(ValueError, match="the model `attach` put pgrpo's adapter on"):
         InterventionGRPOTrainer(view, args=args, model=torch.nn.Linear(1, 1), train_dataset=data)
+
+
+def test_every_import_in_the_scale_pages_python_names_something_that_exists():
+    """docs/scale.md's code (the user's pieces, the monitor) is illustrative (`your_reward`, a 4 B model), but
+    every name it imports is real: its examples/ twins run in the tests above."""
+    import re
+
+    page = (EXAMPLES.parent / "docs" / "scale.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", page, re.M | re.S)
+    imports = [line for block in blocks for line in block.splitlines() if re.match(r"(from \S+ )?import ", line)]
+    assert any("HackMonitor" in line for line in imports) and any("attach" in line for line in imports)
+    exec("\n".join(imports), {})
