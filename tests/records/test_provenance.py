@@ -30,7 +30,7 @@ def test_a_checkout_names_its_commit_and_every_uncommitted_change(checkout):
     (checkout / "pgrpo" / "loss.py").write_text("x = 2\n")
     (checkout / "pgrpo" / "new.py").write_text("")
     record = code_record(checkout)
-    assert record == {"commit": head, "clean": False, "changed": [" M pgrpo/step/loss.py", "?? pgrpo/new.py"]}
+    assert record == {"commit": head, "clean": False, "changed": [" M pgrpo/loss.py", "?? pgrpo/new.py"]}
     assert describe(record) == f"commit {head[:12]} (dirty: 2 uncommitted changes)"
 
 
