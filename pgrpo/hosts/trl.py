@@ -310,8 +310,9 @@ class InterventionGRPOTrainer(GRPOTrainer):
                             "gradient, and the hooks (and cin) read every module's whole gradient: launch DDP "
                             "(accelerate launch --multi_gpu), or shard the base with `pgrpo fit` "
                             "(configs/models/qwen3_4b_fsdp.yaml), which keeps the knobs whole on every rank")
-        per_process = args.per_device_train_batch_size * args.steps_per_generation
-        if self.edits_rewards and self.accelerator.num_processes > 1 and per_process % self.num_generations:
+        # GRPOConfig's __post_init__ has set every size by now
+        per_process = args.per_device_train_batch_size * int(args.steps_per_generation or 0)
+        if self.edits_rewards and self.accelerator.num_processes > 1 and per_process % int(self.num_generations or 1):
             raise NotHosted(f"{intervention.arm()} edits each group's rewards together, and each process runs it on "
                             f"its own rows: per_device_train_batch_size × steps_per_generation ({per_process}) must "
                             f"be a multiple of num_generations ({self.num_generations}), so that no group is split "
@@ -337,7 +338,7 @@ class InterventionGRPOTrainer(GRPOTrainer):
     def edit_rewards(self, own: Tensor, prompts: list, completion_ids: list[list[int]]) -> Tensor:
         """The `rewards` hook on this process's (B, F) rewards per function, which group by group hold whole
         groups: edited, a screened row NaN in every function (TRL leaves it out of its group's mean and std)."""
-        view, intervention, size = self.view, self.view.intervention, self.num_generations
+        view, intervention, size = self.view, self.view.intervention, int(self.num_generations or 1)
         grades = self.grader.last if self.grader is not None else [None] * len(prompts)
         exploited = torch.tensor([g is not None and g.exploited for g in grades])
         self.rows = RolloutRows(torch.zeros(len(prompts), dtype=torch.bool), exploited,
@@ -399,8 +400,8 @@ class InterventionGRPOTrainer(GRPOTrainer):
         self.hooks.log.add(stats)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if self.model.training:  # the steps' numbers since the last log, beside TRL's own
-            logs.update(self.hooks.log.flush())
+        if self.model is not None and self.model.training:  # the steps' numbers since the last log, beside TRL's own
+            logs.update({k: v for k, v in self.hooks.log.flush().items()})  # type: ignore[misc]
         super().log(logs, start_time)
 
 
@@ -448,9 +449,10 @@ def build_trainer(intervention: Intervention, args: GRPOConfig, *, model: str = 
         policy, tokenizer = load_model_and_tokenizer(model, dtype)
     view = attach(policy, tokenizer, args, intervention, model_name=model, extraction=extraction, reward=reward,
                   grade_timeout=grade_timeout, target_modules=target_modules, **(data or {}))
-    if prompts_per_step is not None and prompts_per_step * args.num_generations != args.generation_batch_size:
+    group, batch = int(args.num_generations or 1), int(args.generation_batch_size or 0)  # set by GRPOConfig
+    if prompts_per_step is not None and prompts_per_step * group != batch:
         raise ValueError(f"prompts_per_step={prompts_per_step}: a step of this GRPOConfig holds "
-                         f"{args.generation_batch_size // args.num_generations} groups (generation_batch_size "
+                         f"{batch // group} groups (generation_batch_size "
                          f"{args.generation_batch_size} / num_generations {args.num_generations})")
     grader = GraderReward(view.train_problems, view.sampler.grading)
     return InterventionGRPOTrainer(view, args=args, reward_funcs=[grader], max_grad_norm=max_grad_norm,
