@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers import TrainerCallback
 
-from pgrpo.step.projection import along_v, measure_grads
+from pgrpo.step.projection import knob_stats, measure_grads
 from pgrpo.step.rollout import pack
 
 if TYPE_CHECKING:
@@ -83,12 +83,10 @@ class HackMonitor(TrainerCallback):
         self.log.add({f"proj/{name}": measured[name] for name in ("cin", "cin_null", "fired")})
 
     def measure_knobs(self) -> None:
-        """Where δS sits along V after the optimizer's step."""
-        adapter = self.view.adapter
-        norm = torch.cat([m.delta_s.detach().float().flatten() for m in adapter.values()]).norm()
-        stats = along_v(adapter, self.view.basis)
-        self.log.add({"adapter/delta_s_norm": float(norm), "adapter/delta_s_along_v": stats["adapter/delta_s_along_v"],
-                      "adapter/delta_s_along_v_share": stats["adapter/delta_s_along_v_share"]})
+        """Where δS sits along V after the optimizer's step (what `pgrpo fit` logs of it)."""
+        stats = knob_stats(self.view.adapter, self.view.basis)
+        self.log.add({name: stats[name] for name in
+                      ("adapter/delta_s_norm", "adapter/delta_s_along_v", "adapter/delta_s_along_v_share")})
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         self.measure_gradient()

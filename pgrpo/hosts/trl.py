@@ -56,7 +56,6 @@ from pgrpo.interventions.base import Intervention
 from pgrpo.step.loss import GRADIENT_ATTENTION, LossConfig
 from pgrpo.model.load import hack_openings, load_model_and_tokenizer
 from pgrpo.step.optim import OptimConfig
-from pgrpo.step.projection import update_hack_fraction
 from pgrpo.step.rollout import SamplingConfig
 
 try:
@@ -401,7 +400,7 @@ class InterventionGRPOTrainer(GRPOTrainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if self.model is not None and self.model.training:  # the steps' numbers since the last log, beside TRL's own
-            logs.update({k: v for k, v in self.hooks.log.flush().items()})  # type: ignore[misc]
+            logs.update(self.hooks.log.flush())  # type: ignore[arg-type]  # None: every value was NaN
         super().log(logs, start_time)
 
 
@@ -426,10 +425,7 @@ class KnobHooks(HackMonitor):
         self.log.add(self.edited | {"grad_norm": grad_norm})
 
     def on_optimizer_step(self, args, state, control, **kwargs):
-        view = self.view
-        stats = view.engine.after_step(self.before, self.edited, self.rollout_rate)
-        stats["proj/cout_update"] = update_hack_fraction(view.adapter, view.basis, self.before)
-        self.log.add(stats)
+        self.log.add(self.view.engine.after_step(self.before, self.edited, self.rollout_rate))
         self.measure_knobs()
 
 

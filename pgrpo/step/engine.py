@@ -35,7 +35,7 @@ from pgrpo.step.batch import (PromptGroup, Rollouts, Samples, batch_stats, lay_o
 from pgrpo.step.loss import (AdvantageScale, group_advantages, grpo_loss, teacher_advantages, teacher_token_weights,
                              token_logprobs)
 from pgrpo.step.optim import RawSecondMomentAdamW
-from pgrpo.step.projection import (along_v, grad_hack_fraction, knob_snapshot, measure_grads, removed_share,
+from pgrpo.step.projection import (grad_hack_fraction, knob_snapshot, measure_grads, removed_share,
                                    rollout_hack_fraction, update_hack_fraction)
 from pgrpo.step.rollout import Packed
 from pgrpo.step.step_grads import Backward, StepGrads
@@ -310,14 +310,11 @@ class GRPOStep:
 
     # -- the optimizer step ----------------------------------------------------------------------
     def update(self, optimizer, ro: Rollouts, proj: dict[str, float]) -> Update:
-        """Clip → before_update hook → the optimizer's step → update hook, and how strongly the intervention acted
-        (`active_rates`) and the hack-ward fraction of the change the step finally made."""
-        adapter = self.host.adapter
+        """Clip → before_update hook → the optimizer's step → update hook, and what `after_step` measures of it."""
         grad_norm = self.clip(optimizer)
         before = self.before_step(optimizer)
         optimizer.step()
-        stats = self.after_step(before, proj, ro.stats.get("intervention/rollout_rate", 0.0))
-        return Update(grad_norm, stats | {"proj/cout_update": update_hack_fraction(adapter, self.host.basis, before)})
+        return Update(grad_norm, self.after_step(before, proj, ro.stats.get("intervention/rollout_rate", 0.0)))
 
     def before_step(self, optimizer) -> dict[str, Tensor]:
         """The before_update hook, then the knobs as they stand before the optimizer's step."""
@@ -325,10 +322,12 @@ class GRPOStep:
         return knob_snapshot(self.host.adapter)
 
     def after_step(self, before: dict[str, Tensor], proj: dict[str, float], rollout_rate: float) -> dict[str, float]:
-        """The update hook on the knobs the optimizer moved from `before`, and the rates it acted at."""
+        """The update hook on the knobs the optimizer moved from `before`, the rates it acted at, and the hack-ward
+        fraction of the change the step finally made (`proj/cout_update`)."""
         stepped = knob_snapshot(self.host.adapter)
         self.intervention.update(self.host, before)  # the update or the knobs' position
-        return self.active_rates(proj, before, stepped, rollout_rate)
+        return self.active_rates(proj, before, stepped, rollout_rate) | {
+            "proj/cout_update": update_hack_fraction(self.host.adapter, self.host.basis, before)}
 
     def active_rates(self, proj: dict[str, float], before: dict[str, Tensor], stepped: dict[str, Tensor],
                      rollout_rate: float) -> dict[str, float]:
@@ -358,14 +357,6 @@ class GRPOStep:
         if (raw := raw_second_moment(optimizer)) is not None:  # clip_grad_norm_'s factor: one scale for both
             raw.scale_raw_grads(min(1.0, max_norm / (float(norm) + 1e-6)))
         return float(norm)
-
-    def knob_stats(self) -> dict[str, float]:
-        """‖δS‖, ‖δS_hack‖ and where both sit along V (`along_v`): the drift a biased projection shows first."""
-        adapter = self.host.adapter
-        ds = torch.cat([m.delta_s.detach().flatten() for m in adapter.values()])
-        dh = torch.cat([m.delta_s_hack.detach().flatten() for m in adapter.values()])
-        return {"adapter/delta_s_norm": float(ds.norm()), "adapter/delta_s_hack_norm": float(dh.norm()),
-                **along_v(adapter, self.host.basis)}
 
 
 def knob_grad(module: SVDAdapterLinear) -> Tensor:

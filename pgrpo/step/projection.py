@@ -174,6 +174,14 @@ def along_v(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> dict[s
     return stats
 
 
+def knob_stats(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> dict[str, float]:
+    """‖δS‖, ‖δS_hack‖ and where both sit along V (`along_v`): the drift a biased projection shows first."""
+    ds = torch.cat([m.delta_s.detach().flatten() for m in modules.values()])
+    dh = torch.cat([m.delta_s_hack.detach().flatten() for m in modules.values()])
+    return {"adapter/delta_s_norm": float(ds.norm()), "adapter/delta_s_hack_norm": float(dh.norm()),
+            **along_v(modules, basis)}
+
+
 def purge_adam_moments(optimizer: torch.optim.Optimizer, modules: Mapping[str, SVDAdapterLinear],
                        basis: HackBasis, gate: Gate = "no_gate", overshoot: float = 1.0) -> None:
     """Remove the gated span(V) component from Adam's first moment of each delta_s (before the step).

@@ -38,6 +38,7 @@ from pgrpo.step.engine import GRPOStep, StepConfig
 from pgrpo.step.generation import GenerationConfig, Grading, Sampler, build_sampler
 from pgrpo.step.loss import LossConfig
 from pgrpo.step.optim import OptimConfig, build_optimizer, warmup_schedule
+from pgrpo.step.projection import knob_stats
 
 # The frozen base stays in eval mode on purpose (rollouts and logprobs must see the same network),
 # and knob-only checkpoints after each optimizer step are what we want (docs/design.md#lightning-architecture).
@@ -252,7 +253,7 @@ class ProjectedGRPO(L.LightningModule):
         return {  # logged by the callbacks
             "metrics": {
                 **(ro.stats if fresh else {}), **loss_stats, **proj, **update_stats, "loss": loss,
-                "grad_norm": grad_norm, "lr": lr, **engine.knob_stats(),
+                "grad_norm": grad_norm, "lr": lr, **knob_stats(self.adapter, self.basis),
                 **{f"time/{k}": v for k, v in timer.seconds.items()},
             },
             "samples": ro.samples if fresh else [],
