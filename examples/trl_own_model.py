@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> InterventionGRPOTrainer:
     torch.save({name: m.delta_s.detach().cpu() for name, m in view.adapter.items()}, cli.out / f"knobs{rank}.pt")
     if trainer.accelerator.is_main_process:
         (cli.out / "log_history.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    # a process that exits with its gloo group alive can abort in teardown (pytorch#190489)
+    trainer.accelerator.end_training()
     return trainer
 
 

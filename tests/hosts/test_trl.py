@@ -192,6 +192,21 @@ def test_your_own_model_trains_in_two_processes_under_accelerate_with_the_same_k
     assert all(torch.equal(knobs[0][name], knobs[1][name]) for name in knobs[0])
 
 
+def test_your_own_model_example_ends_the_process_group_it_trained_in(tmp_path):
+    """A process that exits with its gloo group alive can abort in teardown ("terminate called without an active
+    exception", pytorch#190489; CI lost the two-process run above to it once): the example destroys the group
+    when it is done, as a user's script should. A one-process world stands in for the launcher's."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        example("trl_own_model").main(["--steps", "1", "--out", str(tmp_path / "out")])
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def test_pgrpos_grader_rewards_the_rows_of_your_dataset_that_name_its_problems_and_leaves_the_rest_to_you():
     from pgrpo.env import clean_completion, hack_completion, load_problems
 
