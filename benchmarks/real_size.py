@@ -121,7 +121,8 @@ def step_figures(policy, adapter, base, work: Work, device: str, generate_s: flo
         split["grads"] = captured.split(is_student)
 
     def project() -> None:
-        # what the step does after its backward under erase: measure cin, edit the gradient, measure cout
+        # what the step does after its backward under erase: measure the hack-ward share, edit the gradient,
+        # measure it again
         raw = {n: m.delta_s.grad.clone() for n, m in adapter.items()}
         measure_grads(adapter, basis, *split["grads"])
         Erase().gradient(step_view)

@@ -23,7 +23,7 @@ from pathlib import Path
 from jsonargparse import auto_cli
 
 from pgrpo.commands.sweep import arm_name, sweep
-from pgrpo.records.events import read_scalars
+from pgrpo.records.events import read_scalars, with_current_tags
 
 HERE = Path(__file__).parent
 # every arm of configs/ and of configs/placebos/, and the overlays that take another path through the step (a
@@ -67,7 +67,9 @@ def record(out: Path, cells: list[str] = CELLS, workers: int = 2, logs: Path | N
 
 def compare(before: Path, after: Path) -> None:
     """Exit non-zero unless every cell of `before` logged the same scalars, step for step, in `after`."""
-    old, new = (json.loads(gzip.decompress(path.read_bytes())) for path in (before, after))
+    # a recording from before a tag's rename holds its old name: both read under today's
+    old, new = ({cell: with_current_tags(scalars) for cell, scalars in recorded.items()}
+                for recorded in (json.loads(gzip.decompress(path.read_bytes())) for path in (before, after)))
     differences = []
     for cell in sorted(old.keys() | new.keys()):
         if cell not in old or cell not in new:

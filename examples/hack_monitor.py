@@ -3,9 +3,10 @@
 
     python examples/hack_monitor.py --steps 2
 
-Each step's log gains V's hack-ward share of the step's gradient beside its random-direction null (`proj/cin`,
-`proj/cin_null`), where the knobs sit along V (`adapter/delta_s_along_v`) and the share of rollouts a probe flags
-(`detector/flagged`). The embedded default stands in for your model (pgrpo builds it once).
+Each step's log gains V's hack-ward share of the step's gradient beside its random-direction null
+(`hackward_share/gradient`, `hackward_share/gradient_null`), where the knobs sit along V (`adapter/delta_s_along_v`)
+and the share of rollouts a probe flags (`detector/flagged`). The embedded default stands in for your model (pgrpo
+builds it once).
 """
 
 import argparse
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("logs/hack_monitor"))
     cli = parser.parse_args(argv)
     trainer, _ = train(cli.steps, cli.out)
-    watched = ("proj/cin", "proj/cin_null", "adapter/delta_s_along_v", "detector/flagged")
+    watched = ("hackward_share/gradient", "hackward_share/gradient_null", "adapter/delta_s_along_v",
+               "detector/flagged")
     for log in trainer.state.log_history:
         if "loss" in log:
             print(json.dumps({"step": log["step"], **{name: log.get(name) for name in watched}}))

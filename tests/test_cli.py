@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 REQUIRED_TAGS = [
     "hack/student", "hack/teacher", "solve/student", "solve/teacher", "reward", "reward_std",
     "frac_reward_zero_std", "completions/mean_length", "completions/clipped_ratio", "kl", "loss", "grad_norm",
-    "lr", "proj/cin_student", "proj/cin_teacher", "proj/cin", "proj/cout", "proj/fired",
+    "lr", "hackward_share/student", "hackward_share/teacher", "hackward_share/gradient",
+    "hackward_share/edited_gradient", "basis/axes_pushed_hackward",
     "adapter/delta_s_norm", "adapter/delta_s_hack_norm", "adapter/delta_s_along_v", "adapter/delta_s_along_v_share",
     "adapter/delta_s_hack_along_v",
 ]
@@ -90,7 +91,7 @@ def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tm
 
 
 @pytest.mark.parametrize("arm, own_tags", [("honest", []), ("gt_screen", ["skyline/screened"]), ("gt_penalty", []),
-                                           ("adv_gate", ["proj/advantage_weight"])])
+                                           ("adv_gate", ["intervention/advantage_weight"])])
 def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
     main(fast(arm, tmp_path, 2))
     scalars = read_scalars(tmp_path / arm / "version_0")

@@ -7,7 +7,7 @@ nonhack: V from clean-vs-clean pairs. Each control has exactly the real V's k in
 every module, so the only difference from the real arm is *which* directions are
 removed. If the real V does not beat them, the effect is regularisation, not hack
 removal. An intervention that reads V picks one with its `v` argument
-(pgrpo/interventions/reads_v.py), which logs `proj/control_overlap`, the control's
+(pgrpo/interventions/reads_v.py), which logs `basis/control_overlap`, the control's
 principal-angle overlap with the real V.
 """
 

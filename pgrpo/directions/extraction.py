@@ -159,15 +159,15 @@ class Separation:
     """How well a basis separates paired gradient differences D = g_hack − g_clean.
 
     frac_positive: fraction of pairs whose summed projection Σ_m Σ_i D_m·v_i is > 0
-    (0.5 = chance, 1 = every pair points hack-ward). cin: mean over pairs of
-    ‖relu(V D)‖ / ‖D‖ aggregated over modules like projection's cin; compare it
-    with cin_null, the same mean of `cin_null` (a random direction's value) over the pairs.
+    (0.5 = chance, 1 = every pair points hack-ward). hackward_share: mean over pairs of
+    ‖relu(V D)‖ / ‖D‖ aggregated over modules like projection's `hack_fraction`; compare it with
+    hackward_share_null, the same mean of `hackward_share_null` (a random direction's value) over the pairs.
     per_module_frac_positive: frac_positive computed within each module alone.
     """
 
     frac_positive: float
-    cin: float
-    cin_null: float
+    hackward_share: float
+    hackward_share_null: float
     per_module_frac_positive: dict[str, float]
 
 
@@ -187,20 +187,20 @@ def separation(basis: HackBasis, g_hack: Mapping[str, Tensor], g_clean: Mapping[
         total = total + coeffs.sum(1)
         relu_sq = relu_sq + coeffs.clamp(min=0).pow(2).sum(1)
         norm_sq = norm_sq + diff.pow(2).sum(1)
-    cin = (relu_sq.sqrt() / norm_sq.sqrt().clamp(min=torch.finfo(torch.float32).tiny)).mean().item()
+    share = (relu_sq.sqrt() / norm_sq.sqrt().clamp(min=torch.finfo(torch.float32).tiny)).mean().item()
     return Separation(
         frac_positive=(total > 0).float().mean().item(),
-        cin=cin,
-        cin_null=cin_null(diffs, basis).mean().item(),
+        hackward_share=share,
+        hackward_share_null=hackward_share_null(diffs, basis).mean().item(),
         per_module_frac_positive=per_module,
     )
 
 
-def cin_null(vectors: Mapping[str, Tensor], basis: HackBasis) -> Tensor:
-    """What cin = ‖relu(V g)‖ / ‖g‖ is, in expectation of its square, for a random direction g.
+def hackward_share_null(vectors: Mapping[str, Tensor], basis: HackBasis) -> Tensor:
+    """What the hack-ward share ‖relu(V g)‖ / ‖g‖ is, in expectation of its square, for a random direction g.
 
     Per module, a random g of norm ‖g_m‖ has E‖relu(V_m g_m)‖² = ‖g_m‖² k_m / (2 r_m): each of the k_m
-    coefficients carries ‖g_m‖²/r_m and relu keeps half of it. Pooled over modules as cin is, each module
+    coefficients carries ‖g_m‖²/r_m and relu keeps half of it. Pooled over modules as the share is, each module
     counts by its share of ‖g‖²: sqrt(Σ_m w_m k_m / (2 r_m)) with w_m = ‖g_m‖² / Σ‖g‖². vectors[name] is
     (r,) or (n, r); the result is () or (n,), 0 where g = 0.
     """
@@ -230,7 +230,7 @@ def extract_basis(
     σ < tau · σ_max of that module; modules left empty are dropped; `noise_floor`
     then applies `HackBasis.apply_noise_floor`. With n_heldout > 0 the last pairs
     are scored by `separation`, on the rows that survived, and the result is
-    recorded in meta (heldout_frac_positive, heldout_cin, heldout_cin_null).
+    recorded in meta (heldout_frac_positive, heldout_hackward_share, heldout_hackward_share_null).
     `meta` adds caller facts (model id, pairs hash, normalize) to the record.
     """
     if g_hack.keys() != g_clean.keys():
@@ -282,8 +282,8 @@ def extract_basis(
         )
         basis.meta |= {
             "heldout_frac_positive": f"{score.frac_positive:.6g}",
-            "heldout_cin": f"{score.cin:.6g}",
-            "heldout_cin_null": f"{score.cin_null:.6g}",
+            "heldout_hackward_share": f"{score.hackward_share:.6g}",
+            "heldout_hackward_share_null": f"{score.hackward_share_null:.6g}",
         }
     return basis
 

@@ -1,10 +1,11 @@
 """A hack monitor for any GRPO run on a model with pgrpo's adapter: it measures and never changes the step.
 
 Each optimizer step it logs, under `pgrpo fit`'s names, V's hack-ward share of the step's gradient beside what a
-random direction would give (`proj/cin`, `proj/cin_null`, and `proj/fired`, the share of V's axes the gradient
-leans hack-ward on), and where the knobs sit along V (`adapter/delta_s_along_v`, ⟨V, δS⟩ summed over the axes,
-> 0 away from hack; its share of ‖δS‖; ‖δS‖); with a probe, the share of each batch's rollouts the probe flags
-(`detector/flagged`). It is a `transformers.TrainerCallback`, so TRL's GRPOTrainer (or any Trainer) runs it:
+random direction would give (`hackward_share/gradient`, `hackward_share/gradient_null`, and
+`basis/axes_pushed_hackward`, the share of V's axes the gradient leans hack-ward on), and where the knobs sit
+along V (`adapter/delta_s_along_v`, ⟨V, δS⟩ summed over the axes, > 0 away from hack; its share of ‖δS‖;
+‖δS‖); with a probe, the share of each batch's rollouts the probe flags (`detector/flagged`).
+It is a `transformers.TrainerCallback`, so TRL's GRPOTrainer (or any Trainer) runs it:
 
     view = attach(model, tokenizer, args)                  # pgrpo.hosts.trl: the adapter on your model, V
     monitor = HackMonitor(view)
@@ -80,7 +81,8 @@ class HackMonitor(TrainerCallback):
         if any(adapter[name].delta_s.grad is None for name in basis.V):
             return  # no backward reached the knobs this step
         measured = measure_grads(adapter, basis)
-        self.log.add({f"proj/{name}": measured[name] for name in ("cin", "cin_null", "fired")})
+        self.log.add({tag: measured[tag] for tag in
+                      ("hackward_share/gradient", "hackward_share/gradient_null", "basis/axes_pushed_hackward")})
 
     def measure_knobs(self) -> None:
         """Where δS sits along V after the optimizer's step (what `pgrpo fit` logs of it)."""

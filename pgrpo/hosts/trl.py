@@ -264,7 +264,8 @@ class InterventionGRPOTrainer(GRPOTrainer):
     its own groups, as `pgrpo fit`'s DDP ranks do, and edits the knobs' gradient after it is all-reduced, so every
     process makes the same edit). `max_grad_norm` clips the knobs' gradient after the intervention edited it
     (pgrpo's order): set GRPOConfig.max_grad_norm=0. Logged with TRL's numbers, under `pgrpo fit`'s names:
-    `intervention/active_rate` and its levels, `proj/cin` beside `proj/cin_null`, `proj/cout`, ⟨V, δS⟩."""
+    `intervention/active_rate` and its levels, `hackward_share/gradient` beside its `_null`,
+    `hackward_share/edited_gradient`, ⟨V, δS⟩."""
 
     def __init__(self, view: TRLRunView, *, args: GRPOConfig, model: nn.Module | None = None, reward_funcs=None,
                  max_grad_norm: float | None = 1.0, processing_class=None, **kwargs):
@@ -306,8 +307,8 @@ class InterventionGRPOTrainer(GRPOTrainer):
                          processing_class=processing_class or view.tokenizer, **kwargs)
         if self.is_fsdp_enabled or self.is_deepspeed_enabled:
             raise NotHosted("FSDP and DeepSpeed shard the knobs: each process would hold part of each module's "
-                            "gradient, and the hooks (and cin) read every module's whole gradient: launch DDP "
-                            "(accelerate launch --multi_gpu), or shard the base with `pgrpo fit` "
+                            "gradient, and the hooks (and the hack-ward share) read every module's whole gradient: "
+                            "launch DDP (accelerate launch --multi_gpu), or shard the base with `pgrpo fit` "
                             "(configs/models/qwen3_4b_fsdp.yaml), which keeps the knobs whole on every rank")
         # GRPOConfig's __post_init__ has set every size by now
         per_process = args.per_device_train_batch_size * int(args.steps_per_generation or 0)
@@ -407,7 +408,7 @@ class InterventionGRPOTrainer(GRPOTrainer):
 class KnobHooks(HackMonitor):
     """The intervention's gradient-level hooks around TRL's optimizer step, run by pgrpo's step engine in its order
     (the gradient edited, then clipped, the optimizer's state, the step, the knobs), with the monitor's
-    measurements around them: cin before the edit, where the knobs sit after."""
+    measurements around them: the hack-ward share before the edit, where the knobs sit after."""
 
     def __init__(self, view: TRLRunView):
         super().__init__(view)

@@ -13,7 +13,8 @@ The training step calls every hook, in this order, and knows no intervention by 
     advantage_weights(module, grads)
                                     after the one backward: a factor on each rollout's advantage, read from the
                                     rollout's own gradient (applied by the step to that rollout's gradient)
-    gradient(module)                after the gradient is measured (cin): edit delta_s.grad before the optimizer
+    gradient(module)                after the gradient's hack-ward share is measured: edit delta_s.grad before the
+                                    optimizer
     before_update(module, optimizer)  before the optimizer step: edit its state (Adam's moments)
     update(module, before)          after the optimizer step: edit the knobs (the update, or their position)
     deployed(adapter)               the model as it ships (evaluation, export)
@@ -23,8 +24,8 @@ The training step calls every hook, in this order, and knows no intervention by 
 policy with its adapter, V, the tokenizer, the pairs and problems V comes from, the step's settings and its
 machinery to sample and score rollouts), nothing of Lightning's. ProjectedGRPO is one such host; a type check
 (`make typecheck`) holds every intervention to the view. Each hook is a no-op here, so the base class is vanilla
-GRPO. What the step measures (cin/cout, where the knobs
-sit along V, each rollout's overlap with V) it measures for every intervention.
+GRPO. What the step measures (the hack-ward share of the gradient before and after the edit, where the knobs sit
+along V, each rollout's overlap with V) it measures for every intervention.
 
 Declared, not guessed: `reads_oracle` is True only for the oracle skylines. The step hands the oracle's labels
 (`exploited`) to `rewards` only when it is True, and `pgrpo report` labels such a run an oracle skyline;
@@ -180,7 +181,8 @@ class Intervention:
         return None
 
     def gradient(self, module: RunView) -> None:
-        """Edit each module's delta_s.grad in place, after cin is measured and before the optimizer step."""
+        """Edit each module's delta_s.grad in place, after its hack-ward share is measured and before the
+        optimizer step."""
 
     def before_update(self, module: RunView, optimizer) -> None:
         """Edit the optimizer's state before its step."""

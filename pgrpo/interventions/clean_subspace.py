@@ -77,7 +77,7 @@ class CleanSubspace(Intervention):
         rank = sum(module.adapter[name].rank for name in self.directions)
         rank_zero_info(f"clean_subspace: {self.subspace} subspace of {kept} directions of {rank} over "
                        f"{len(self.directions)} modules, from {len(pairs)} clean completions")
-        module.log_at_start({"proj/kept_dims_share": kept / rank,
+        module.log_at_start({"basis/kept_dims_share": kept / rank,
                               "intervention/start_rate": removed(first, self.directions)})
 
     def gradient(self, module: RunView) -> None:

@@ -46,7 +46,7 @@ class ReadsV(Intervention):
         # how much of the real V's span the control still holds (1 = the same subspace, ~√(k/r) = unrelated)
         overlap, _ = basis_overlap(real, control)
         control.meta["overlap_with_real"] = f"{overlap:.6g}"
-        module.log_at_start({"proj/control_overlap": overlap})
+        module.log_at_start({"basis/control_overlap": overlap})
         rank_zero_info(f"negative control: {self.v} V, {control.k_total} axes over {len(control.V)} modules "
                        f"(the real V: {real.k_total}), principal-angle overlap with the real V {overlap:.3f}")
         return control

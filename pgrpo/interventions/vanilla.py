@@ -1,4 +1,5 @@
-"""Vanilla GRPO: no intervention. V is still measured (cin/cout, the knobs' drift along it) like every arm's."""
+"""Vanilla GRPO: no intervention. V is still measured (the gradient's hack-ward share, the knobs'
+drift along it) like every arm's."""
 
 from pgrpo.interventions.base import Intervention
 

@@ -22,6 +22,37 @@ EVENTS = "events.out.tfevents.*"
 KEPT_SCALARS = "scalars.json.gz"  # a run's scalars where its event files are not kept (pgrpo sweep --results)
 HACK, SOLVE = "hack/student", "solve/student"
 
+# Tags as runs logged them before 2026-12-07, when their abbreviations were spelled out: a run read back (its event
+# files or its kept scalars) gives today's names, so a report reads old and new runs alike.
+RENAMED_TAGS = {
+    "proj/cin": "hackward_share/gradient", "proj/cin_null": "hackward_share/gradient_null",
+    "proj/cin_student": "hackward_share/student", "proj/cin_null_student": "hackward_share/student_null",
+    "proj/cin_teacher": "hackward_share/teacher", "proj/cin_null_teacher": "hackward_share/teacher_null",
+    "proj/cout": "hackward_share/edited_gradient", "proj/cout_update": "hackward_share/update",
+    "proj/rollout_cin_exploited": "hackward_share/exploited_rollouts",
+    "proj/rollout_cin_clean": "hackward_share/clean_rollouts",
+    "proj/rollout_cin_exploit_corr": "hackward_share/exploit_correlation",
+    "proj/fired": "basis/axes_pushed_hackward", "proj/control_overlap": "basis/control_overlap",
+    "proj/basis_overlap": "basis/refresh_overlap", "proj/kept_dims_share": "basis/kept_dims_share",
+    "proj/advantage_weight": "intervention/advantage_weight",
+    "proj/advantage_weight_exploited": "intervention/advantage_weight_exploited",
+    "proj/advantage_weight_clean": "intervention/advantage_weight_clean",
+}
+
+
+def current_tag(tag: str) -> str:
+    """The name a tag has today (`RENAMED_TAGS`); a tag never renamed is its own."""
+    return RENAMED_TAGS.get(tag, tag)
+
+
+def with_current_tags(scalars: Scalars) -> Scalars:
+    """The scalars under today's tags; a run resumed across a rename logged one tag under both names: its steps
+    are merged, the newer name winning a step logged under both."""
+    current: dict[str, dict[int, float]] = {}
+    for tag in sorted(scalars, key=lambda tag: tag in RENAMED_TAGS, reverse=True):  # old names first
+        current.setdefault(current_tag(tag), {}).update(scalars[tag])
+    return {tag: sorted(steps.items()) for tag, steps in current.items()}
+
 
 def read_scalars(run_dir: str | Path) -> Scalars:
     """Every scalar tag of a run directory: tag -> [(step, value)] sorted by step.
@@ -48,7 +79,7 @@ def read_scalars(run_dir: str | Path) -> Scalars:
         for tag, tag_events in events.items():
             for event in tag_events:
                 merged.setdefault(tag, {})[event.step] = event.value
-    return {tag: sorted(steps.items()) for tag, steps in merged.items()}
+    return with_current_tags({tag: sorted(steps.items()) for tag, steps in merged.items()})
 
 
 def keep_scalars(scalars: Scalars, path: Path) -> None:
@@ -72,8 +103,8 @@ def read_kept_scalars(path: Path) -> Scalars:
     """The scalars `keep_scalars` wrote, each value the float32 TensorBoard held (as read_scalars gives it)."""
     try:
         kept = json.loads(gzip.decompress(path.read_bytes()))
-        return {tag: [(int(step), float(np.float32(v))) for step, v in zip(steps, values)]
-                for tag, (steps, values) in kept.items()}
+        return with_current_tags({tag: [(int(step), float(np.float32(v))) for step, v in zip(steps, values)]
+                                  for tag, (steps, values) in kept.items()})
     except (OSError, ValueError, TypeError) as err:
         raise ValueError(f"{path}: not a run's kept scalars ({err})") from err
 

@@ -28,7 +28,8 @@ def board_dir(trainer) -> Path | None:
 
 
 class RunSummary(L.Callback):
-    """At the end of a fit: hack and solve at the start and the end, cin against its null, paths, next commands."""
+    """At the end of a fit: hack and solve at the start and the end, the hack-ward share against its null, paths,
+    next commands."""
 
     def __init__(self, window: int = WINDOW):
         """
@@ -123,11 +124,11 @@ def summary(scalars: Scalars, run_dir: Path, intervention: Intervention, steps: 
     for tag in ("entropy", "adapter/delta_s_norm", "adapter/delta_s_along_v"):
         if tag in scalars:
             lines.append(f"  {tag.removeprefix('adapter/'):16}{mean(tag, False):>10}{mean(tag, True):>10}")
-    # a run without teacher rows still logs their (zero) cin: only rows that ran are summarised
-    cin = [f"{rows} {mean(f'proj/cin_{rows}', True)} (null {mean(f'proj/cin_null_{rows}', True)})"
-           for rows in ("student", "teacher") if f"proj/cin_{rows}" in scalars and f"hack/{rows}" in scalars]
-    if cin:
-        lines.append(f"  hack-ward share of the gradient, last {window}: " + ", ".join(cin))
+    # a run without teacher rows still logs their (zero) share: only rows that ran are summarised
+    shares = [f"{rows} {mean(f'hackward_share/{rows}', True)} (null {mean(f'hackward_share/{rows}_null', True)})"
+              for rows in ("student", "teacher") if f"hackward_share/{rows}" in scalars and f"hack/{rows}" in scalars]
+    if shares:
+        lines.append(f"  hack-ward share of the gradient, last {window}: " + ", ".join(shares))
     # the arm to compare with is this run's own config (its model, its settings) with the other intervention, and a
     # placebo's is its method: the same run reading the real detector
     if intervention.placebo:

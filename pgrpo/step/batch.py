@@ -168,17 +168,17 @@ def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_st
     return stats
 
 
-def rollout_overlap_stats(row_cin: Tensor, ro: Rollouts) -> dict[str, float]:
+def rollout_overlap_stats(row_share: Tensor, ro: Rollouts) -> dict[str, float]:
     """Does a rollout's own gradient point along V more when it exploited? (live rows only)"""
-    live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(row_cin.device)
-    cin, hacked = row_cin[live], ro.exploited[live].float()
+    live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(row_share.device)
+    share, hacked = row_share[live], ro.exploited[live].float()
     stats = {}
     if hacked.any():
-        stats["proj/rollout_cin_exploited"] = float(cin[hacked.bool()].mean())
+        stats["hackward_share/exploited_rollouts"] = float(share[hacked.bool()].mean())
     if (~hacked.bool()).any():
-        stats["proj/rollout_cin_clean"] = float(cin[~hacked.bool()].mean())
-    if len(cin) > 1 and cin.std() > 0 and hacked.std() > 0:
-        stats["proj/rollout_cin_exploit_corr"] = float(torch.corrcoef(torch.stack([cin, hacked]))[0, 1])
+        stats["hackward_share/clean_rollouts"] = float(share[~hacked.bool()].mean())
+    if len(share) > 1 and share.std() > 0 and hacked.std() > 0:
+        stats["hackward_share/exploit_correlation"] = float(torch.corrcoef(torch.stack([share, hacked]))[0, 1])
     return stats
 
 

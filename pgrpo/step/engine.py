@@ -8,8 +8,8 @@ The intervention's hooks run here, in this order, and nowhere else:
                                          treatment → π_old and π_ref                                → Rollouts
     backward(ro)                         logprobs with grad → loss → one backward whose per-row knob gradients
                                          are kept (student and teacher apart)                      → Backward
-    project(grads, ro, optimizer)        advantage_weights hook → Adam's raw gradient kept → cin measured →
-                                         gradient hook → cout measured                             → stats
+    project(grads, ro, optimizer)        advantage_weights hook → Adam's raw gradient kept → hack-ward share measured →
+                                         gradient hook → hack-ward share measured again            → stats
     update(optimizer, ro, proj)          clip → before_update hook → optimizer step → update hook → how
                                          strongly the intervention acted                           → Update
 
@@ -254,8 +254,9 @@ class GRPOStep:
     # -- the gradient: measured, then edited -----------------------------------------------------
     def project(self, grads: StepGrads, ro: Rollouts, optimizer=None) -> dict[str, float]:
         """The intervention's hooks on the step's gradient, with what the step measures for every intervention:
-        advantage weights from each rollout's own gradient → (Adam's raw gradient kept) → cin measured → the
-        gradient edited → cout measured. δS_hack never gets a gradient: only an intervention's update moves it.
+        advantage weights from each rollout's own gradient → (Adam's raw gradient kept) → its hack-ward share
+        measured → the gradient edited → measured again. δS_hack never gets a gradient: only an intervention's
+        update moves it.
         `optimizer`: the one about to step (None: a step driven by hand, whose optimizer keeps no raw gradient)."""
         host, adapter = self.host, self.host.adapter
         if all(m.delta_s.grad is None for m in adapter.values()):
@@ -272,19 +273,19 @@ class GRPOStep:
         g_student, g_teacher = grads.split(ro.is_student)
         all_reduce_mean_([*g_student.values(), *g_teacher.values()])  # under DDP: the split of the global gradient
         diag = measure_grads(adapter, host.basis, g_student, g_teacher)
-        stats = {f"proj/{k}": float(v) for k, v in diag.items() if not isinstance(v, dict)}
-        stats |= weight_stats | self.edit_gradient()
+        stats = diag | weight_stats | self.edit_gradient()
         return stats | rollout_overlap_stats(rollout_hack_fraction(grads.rows, host.basis), ro)
 
     def edit_gradient(self) -> dict[str, float]:
-        """The intervention's `gradient` hook on the knobs' summed gradient, after cin was measured: the quarantine's
-        gradient dropped first, then cout and the share of the gradient's norm the hook removed."""
+        """The intervention's `gradient` hook on the knobs' summed gradient, after its hack-ward share was
+        measured: the quarantine's gradient dropped first, then the hack-ward share of the gradient the optimizer
+        gets and the share of the gradient's norm the hook removed."""
         adapter = self.host.adapter
         for m in adapter.values():
             m.delta_s_hack.grad = None
         raw = {n: m.delta_s.grad.clone() for n, m in adapter.items() if m.delta_s.grad is not None}
         self.intervention.gradient(self.host)
-        return {"proj/cout": float(grad_hack_fraction(adapter, self.host.basis)),  # the gradient the optimizer gets
+        return {"hackward_share/edited_gradient": float(grad_hack_fraction(adapter, self.host.basis)),
                 "intervention/gradient_removed": removed_share(raw, {n: knob_grad(adapter[n]) for n in raw})}
 
     def weight_rollouts(self, grads: StepGrads, ro: Rollouts, weights: Tensor) -> tuple[StepGrads, dict[str, float]]:
@@ -305,7 +306,7 @@ class GRPOStep:
         stats = {}
         for key, rows_of in (("", live), ("_exploited", live & exploited), ("_clean", live & ~exploited)):
             if rows_of.any():
-                stats[f"proj/advantage_weight{key}"] = float(weights[rows_of].mean())
+                stats[f"intervention/advantage_weight{key}"] = float(weights[rows_of].mean())
         return StepGrads(rows, grads.prompts, grads.prompt_is_student), stats
 
     # -- the optimizer step ----------------------------------------------------------------------
@@ -323,11 +324,11 @@ class GRPOStep:
 
     def after_step(self, before: dict[str, Tensor], proj: dict[str, float], rollout_rate: float) -> dict[str, float]:
         """The update hook on the knobs the optimizer moved from `before`, the rates it acted at, and the hack-ward
-        fraction of the change the step finally made (`proj/cout_update`)."""
+        fraction of the change the step finally made (`hackward_share/update`)."""
         stepped = knob_snapshot(self.host.adapter)
         self.intervention.update(self.host, before)  # the update or the knobs' position
         return self.active_rates(proj, before, stepped, rollout_rate) | {
-            "proj/cout_update": update_hack_fraction(self.host.adapter, self.host.basis, before)}
+            "hackward_share/update": update_hack_fraction(self.host.adapter, self.host.basis, before)}
 
     def active_rates(self, proj: dict[str, float], before: dict[str, Tensor], stepped: dict[str, Tensor],
                      rollout_rate: float) -> dict[str, float]:
@@ -339,7 +340,7 @@ class GRPOStep:
         made = {n: stepped[n] - before[n] for n in before}
         kept = {n: m.delta_s.detach() - before[n] for n, m in self.host.adapter.items()}
         rates = {"intervention/update_removed": removed_share(made, kept),
-                 "intervention/advantage_discount": 1 - proj.get("proj/advantage_weight", 1.0)}
+                 "intervention/advantage_discount": 1 - proj.get("intervention/advantage_weight", 1.0)}
         levels = [*rates.values(), proj.get("intervention/gradient_removed", 0.0), rollout_rate]
         return rates | {"intervention/active_rate": max(levels)}
 

@@ -1,6 +1,7 @@
-"""The arithmetic of V on the knobs: measure how hack-ward a gradient is (cin, for every intervention), remove
-(erase) or park (route) its component along V in a gradient, an update or the knobs' position, and each
-rollout's own hack fraction (adv_gate). Which intervention applies what lives in pgrpo/interventions/.
+"""The arithmetic of V on the knobs: measure how hack-ward a gradient is (its hack-ward share, for every
+intervention), remove (erase) or park (route) its component along V in a gradient, an update or the knobs'
+position, and each rollout's own hack fraction (adv_gate). Which intervention applies what lives in
+pgrpo/interventions/.
 
 Sign convention: V lives in the *gradient* convention (c = V g > 0: descending g moves hack-ward). A change
 of the knobs Δ is written as the gradient that would cause it, −Δ, before it is gated; so ⟨V, δS⟩ > 0 means
@@ -21,7 +22,7 @@ import torch
 from torch import Tensor
 
 from pgrpo.model.adapter import SVDAdapterLinear
-from pgrpo.directions.extraction import HackBasis, cin_null
+from pgrpo.directions.extraction import HackBasis, hackward_share_null
 
 Gate = Literal["one_sided", "no_gate", "reverse"]
 Target = Literal["grad", "update", "position"]
@@ -62,13 +63,13 @@ def measure_grads(
     basis: HackBasis,
     g_student: Mapping[str, Tensor] | None = None,
     g_teacher: Mapping[str, Tensor] | None = None,
-) -> dict[str, float | dict[str, float]]:
-    """How hack-ward each step's knob gradient is, measured after backward for every intervention.
+) -> dict[str, float]:
+    """How hack-ward each step's knob gradient is, measured after backward for every intervention, as tags.
 
-    Aggregated over the basis modules: cin = hack_fraction of delta_s.grad, cin_student / cin_teacher on the
-    split grads when given, fired = fraction of hack axes with c > 0, cin_null / cin_null_student /
-    cin_null_teacher = what cin would be for a random direction with the same per-module norms (`cin_null`),
-    cin_per_module = {name: ‖relu(V g)‖ / ‖g‖}. Modules without basis rows are not read.
+    Over the basis modules: `hackward_share/gradient`, the hack_fraction of delta_s.grad, and the same of the
+    student's and the teacher rows' gradients when given (`hackward_share/student`, `.../teacher`), each beside
+    its `_null`, what a random direction with the same per-module norms would give (`hackward_share_null`);
+    `basis/axes_pushed_hackward`, the share of V's axes with c > 0. Modules without basis rows are not read.
     """
     _check_basis(modules, basis)
     grads, coeffs = {}, {}
@@ -78,25 +79,20 @@ def measure_grads(
             raise ValueError(f"{name}.delta_s.grad is None: call backward before measure_grads")
         grads[name] = grad
         coeffs[name] = basis.V[name].to(grad) @ grad
-    scalars = {"cin": hack_fraction(grads, basis), "cin_null": cin_null(grads, basis)}
-    if g_student is not None:
-        scalars["cin_student"] = hack_fraction(g_student, basis)
-        scalars["cin_null_student"] = cin_null(g_student, basis)
-    if g_teacher is not None:
-        scalars["cin_teacher"] = hack_fraction(g_teacher, basis)
-        scalars["cin_null_teacher"] = cin_null(g_teacher, basis)
-    scalars["fired"] = (torch.cat(list(coeffs.values())) > 0).float().mean()
-    tiny = torch.finfo(torch.float32).tiny
-    per_module = torch.stack([coeffs[n].clamp(min=0).norm() / grads[n].norm().clamp(min=tiny) for n in basis.V])
-    # One host sync for every number instead of one per module.
-    values = torch.cat([torch.stack(list(scalars.values())), per_module]).tolist()
-    stats: dict[str, float | dict[str, float]] = dict(zip(scalars, values))
-    stats["cin_per_module"] = dict(zip(basis.V, values[len(scalars) :]))
-    return stats
+    scalars = {"hackward_share/gradient": hack_fraction(grads, basis),
+               "hackward_share/gradient_null": hackward_share_null(grads, basis)}
+    for rows, g in (("student", g_student), ("teacher", g_teacher)):
+        if g is not None:
+            scalars[f"hackward_share/{rows}"] = hack_fraction(g, basis)
+            scalars[f"hackward_share/{rows}_null"] = hackward_share_null(g, basis)
+    scalars["basis/axes_pushed_hackward"] = (torch.cat(list(coeffs.values())) > 0).float().mean()
+    # One host sync for every number instead of one per number.
+    return dict(zip(scalars, torch.stack(list(scalars.values())).tolist()))
 
 
 def grad_hack_fraction(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis) -> float:
-    """hack_fraction of delta_s.grad as it is now: cout, measured after the intervention's gradient hook."""
+    """hack_fraction of delta_s.grad as it is now: measured after the intervention's gradient hook, it is the hack-ward
+    share of the gradient the optimizer gets (`hackward_share/edited_gradient`)."""
     return float(hack_fraction({name: modules[name].delta_s.grad for name in basis.V}, basis))
 
 
@@ -145,8 +141,8 @@ def removed_share(before: Mapping[str, Tensor], after: Mapping[str, Tensor]) -> 
 
 def update_hack_fraction(modules: Mapping[str, SVDAdapterLinear], basis: HackBasis,
                          before: Mapping[str, Tensor]) -> float:
-    """The hack-ward fraction of the change δS − before the step made (after any projection of it): the cout
-    of the update actually applied."""
+    """The hack-ward fraction of the change δS − before the step made (after any projection of it): the
+    hack-ward share of the update actually applied (`hackward_share/update`)."""
     with torch.no_grad():
         descent = {name: before[name].to(modules[name].delta_s) - modules[name].delta_s.detach().float()
                    for name in basis.V}
@@ -189,7 +185,7 @@ def purge_adam_moments(optimizer: torch.optim.Optimizer, modules: Mapping[str, S
     The first moment is an average of gradients, so it is gated in the gradient convention as g is.
     The purged moment is never rescaled: preserve_magnitude is about the gradient's norm, and a rescaled moment would
     re-grow the clean directions by the size of what was purged. Only the first moment lives in δS space; the second
-    is elementwise, so an update can still lean hack-ward after this (proj/cout_update measures it).
+    is elementwise, so an update can still lean hack-ward after this (hackward_share/update measures it).
     """
     with torch.no_grad():
         for name, rows in basis.V.items():

@@ -91,10 +91,10 @@ def test_random_v_config_fit_swaps_v_and_logs_refresh_and_deployment_curves(tmp_
     run = fit_random_v(tmp_path, 3)
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["pgrpo_basis"]["meta"]["control"] == "random"
     scalars = read_scalars(run)
-    assert [s for s, _ in scalars["proj/basis_overlap"]] == [0, 1, 2]  # a random control is kept by the refresh
-    assert [v for _, v in scalars["proj/basis_overlap"]] == pytest.approx([1.0] * 3)
+    assert [s for s, _ in scalars["basis/refresh_overlap"]] == [0, 1, 2]  # a random control is kept by the refresh
+    assert [v for _, v in scalars["basis/refresh_overlap"]] == pytest.approx([1.0] * 3)
     assert [s for s, _ in scalars["deploy/hack"]] == [1, 2]  # every 2 steps and at the end
-    (overlap,) = [v for _, v in scalars["proj/control_overlap"]]  # once, at train start
+    (overlap,) = [v for _, v in scalars["basis/control_overlap"]]  # once, at train start
     assert 0.0 < overlap < 0.9  # random rows hold little of the real span
 
 

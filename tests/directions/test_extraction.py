@@ -87,8 +87,8 @@ def test_heldout_scores_are_of_the_rows_the_noise_floor_keeps():
     assert sum(len(s) for s in basis.sigma.values()) < 6  # the floor dropped rows
     held = slice(30, 40)
     score = separation(basis, {n: g[held] for n, g in g_hack.items()}, {n: g[held] for n, g in g_clean.items()})
-    assert float(basis.meta["heldout_cin"]) == pytest.approx(score.cin, rel=1e-5)
-    assert float(basis.meta["heldout_cin_null"]) == pytest.approx(score.cin_null, rel=1e-5)
+    assert float(basis.meta["heldout_hackward_share"]) == pytest.approx(score.hackward_share, rel=1e-5)
+    assert float(basis.meta["heldout_hackward_share_null"]) == pytest.approx(score.hackward_share_null, rel=1e-5)
     assert basis.meta["noise_floor"] == "0.5" and basis.meta["k_total"] == str(basis.k_total)
 
 
@@ -97,9 +97,9 @@ def test_heldout_pairs_are_left_out_and_scored():
     basis = extract_basis({"m": g_hack}, {"m": g_clean}, k=1, n_heldout=10)
     assert basis.meta["n_pairs"] == "40" and basis.meta["n_heldout"] == "10"
     assert float(basis.meta["heldout_frac_positive"]) == 1.0
-    assert float(basis.meta["heldout_cin"]) > float(basis.meta["heldout_cin_null"])
+    assert float(basis.meta["heldout_hackward_share"]) > float(basis.meta["heldout_hackward_share_null"])
     random_score = separation(random_basis_like(basis, seed=123), {"m": g_hack[30:]}, {"m": g_clean[30:]})
-    assert random_score.cin < float(basis.meta["heldout_cin"])
+    assert random_score.hackward_share < float(basis.meta["heldout_hackward_share"])
 
 
 def test_save_load_round_trip_keeps_tensors_and_metadata(tmp_path):

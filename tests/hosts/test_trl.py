@@ -24,8 +24,8 @@ from pgrpo.interventions import (  # noqa: E402
 from pgrpo.step.projection import grad_hack_fraction  # noqa: E402
 
 STEPS = 5
-SAME_AS_PGRPO_FIT = ("intervention/active_rate", "intervention/gradient_removed", "proj/cin", "proj/cin_null",
-                     "proj/cout", "adapter/delta_s_along_v")
+SAME_AS_PGRPO_FIT = ("intervention/active_rate", "intervention/gradient_removed", "hackward_share/gradient",
+                     "hackward_share/gradient_null", "hackward_share/edited_gradient", "adapter/delta_s_along_v")
 
 
 def config(tmp_path, **changes) -> GRPOConfig:
@@ -140,8 +140,8 @@ def example(name: str):
 
 def test_the_hack_monitor_measures_a_plain_trl_run_and_leaves_its_training_as_it_was(tmp_path):
     """examples/hack_monitor.py: a plain GRPOTrainer (no pgrpo trainer) on the embedded default, 2 steps with the
-    monitor and 2 without; the monitored run logs cin beside its null, ⟨V, δS⟩ and the probe's flag rate, and its
-    knobs end bit for bit where the unmonitored run's do."""
+    monitor and 2 without; the monitored run logs the hack-ward share beside its null, ⟨V, δS⟩ and the probe's flag
+    rate, and its knobs end bit for bit where the unmonitored run's do."""
     from trl import GRPOTrainer
 
     watched, watched_view = example("hack_monitor").train(2, tmp_path / "watched", monitor=True)
@@ -150,10 +150,11 @@ def test_the_hack_monitor_measures_a_plain_trl_run_and_leaves_its_training_as_it
     steps = [log for log in watched.state.log_history if "loss" in log]
     assert len(steps) == 2
     for log in steps:
-        for name in ("proj/cin", "proj/cin_null", "adapter/delta_s_along_v", "detector/flagged"):
+        for name in ("hackward_share/gradient", "hackward_share/gradient_null", "adapter/delta_s_along_v",
+                     "detector/flagged"):
             assert math.isfinite(log[name]), name
-        assert 0 < log["proj/cin_null"] < 1 and 0 <= log["detector/flagged"] <= 1
-    assert not any("proj/cin" in log for log in plain.state.log_history)
+        assert 0 < log["hackward_share/gradient_null"] < 1 and 0 <= log["detector/flagged"] <= 1
+    assert not any("hackward_share/gradient" in log for log in plain.state.log_history)
     moved = [m.delta_s.detach() for m in watched_view.adapter.values()]
     assert any(knob.any() for knob in moved)  # the knobs trained
     assert all(torch.equal(a, m.delta_s.detach()) for a, m in zip(moved, plain_view.adapter.values()))

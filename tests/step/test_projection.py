@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from pgrpo.model.adapter import SVDAdapterLinear
-from pgrpo.directions.extraction import HackBasis, cin_null
+from pgrpo.directions.extraction import HackBasis, hackward_share_null
 from pgrpo.step.optim import OptimConfig, build_optimizer
 from pgrpo.interventions import Erase, Route, Vanilla
 from pgrpo.step.projection import (
@@ -101,8 +101,9 @@ def test_measuring_leaves_grads_untouched():
     for name, module in modules.items():
         assert torch.equal(module.delta_s.grad, before[name])
     hack_sq = sum((basis.V[n] @ before[n]).clamp(min=0).pow(2).sum() for n in ("a", "b"))
-    assert stats["cin"] == pytest.approx(math.sqrt(hack_sq / (before["a"].pow(2).sum() + before["b"].pow(2).sum())))
-    assert grad_hack_fraction(modules, basis) == pytest.approx(stats["cin"])  # cout of an untouched gradient
+    total_sq = before["a"].pow(2).sum() + before["b"].pow(2).sum()
+    assert stats["hackward_share/gradient"] == pytest.approx(math.sqrt(hack_sq / total_sq))
+    assert grad_hack_fraction(modules, basis) == pytest.approx(stats["hackward_share/gradient"])  # nothing edited
 
 
 def test_diagnostics_relu_before_aggregating_and_null():
@@ -110,25 +111,23 @@ def test_diagnostics_relu_before_aggregating_and_null():
     teacher = {name: basis.V[name][0].clone() for name in ("a", "b")}  # purely hack-ward
     student = {name: -g for name, g in teacher.items()}  # purely clean-ward: relu leaves nothing
     stats = measure_grads(modules, basis, g_student=student, g_teacher=teacher)
-    assert stats["cin_student"] == 0.0
-    assert stats["cin_teacher"] == pytest.approx(1.0)
-    assert stats["fired"] == 0.5  # per module one axis at +2, one at −1.5
+    assert stats["hackward_share/student"] == 0.0
+    assert stats["hackward_share/teacher"] == pytest.approx(1.0)
+    assert stats["basis/axes_pushed_hackward"] == 0.5  # per module one axis at +2, one at −1.5
     g = {name: modules[name].delta_s.grad for name in ("a", "b")}
     share_a = g["a"].pow(2).sum() / (g["a"].pow(2).sum() + g["b"].pow(2).sum())
-    assert stats["cin_null"] == pytest.approx(math.sqrt(share_a * 2 / 20 + (1 - share_a) * 2 / 12))
-    assert stats["cin_null_teacher"] == pytest.approx(math.sqrt(0.5 * 2 / 20 + 0.5 * 2 / 12))
-    assert stats["cin_null_student"] == stats["cin_null_teacher"]
-    g_a = modules["a"].delta_s.grad
-    assert stats["cin_per_module"]["a"] == pytest.approx(2.0 / g_a.norm().item())
+    assert stats["hackward_share/gradient_null"] == pytest.approx(math.sqrt(share_a * 2 / 20 + (1 - share_a) * 2 / 12))
+    assert stats["hackward_share/teacher_null"] == pytest.approx(math.sqrt(0.5 * 2 / 20 + 0.5 * 2 / 12))
+    assert stats["hackward_share/student_null"] == stats["hackward_share/teacher_null"]
 
 
-def test_zero_gradient_gives_zero_cin_not_nan():
+def test_zero_gradient_gives_a_zero_hackward_share_not_nan():
     modules, basis = adapters_with_grads()
     for module in modules.values():
         module.delta_s.grad.zero_()
     stats = measure_grads(modules, basis)
     Erase(preserve_magnitude=True).gradient(SimpleNamespace(adapter=modules, basis=basis))
-    assert stats["cin"] == 0.0 and grad_hack_fraction(modules, basis) == 0.0
+    assert stats["hackward_share/gradient"] == 0.0 and grad_hack_fraction(modules, basis) == 0.0
     assert all(not m.delta_s.grad.isnan().any() for m in modules.values())
 
 
@@ -236,9 +235,9 @@ def test_purge_adam_moments_does_not_rescale_the_purged_moment():
         torch.testing.assert_close(optimizer.state[modules[name].delta_s]["exp_avg"], expected)
 
 
-def test_cin_null_is_what_a_random_gradient_gives():
+def test_the_hackward_share_null_is_what_a_random_gradient_gives():
     # module a: k=2 of r=10; module b: k=2 of r=6. Over many random gradients whose norms put 9/10 of ‖g‖²
-    # in a, the mean of cin² is Σ w k/2r = 0.9·2/20 + 0.1·2/12 (the unweighted √(Σk/Σr) would say 4/16).
+    # in a, the mean of the share² is Σ w k/2r = 0.9·2/20 + 0.1·2/12 (the unweighted √(Σk/Σr) would say 4/16).
     _, basis = adapters_with_grads()
     gen = torch.Generator().manual_seed(0)
     g_a, g_b = torch.randn(20000, 10, generator=gen), torch.randn(20000, 6, generator=gen)
@@ -248,7 +247,7 @@ def test_cin_null_is_what_a_random_gradient_gives():
     measured = (relu_sq / 10.0).mean().sqrt().item()
     expected = math.sqrt(0.9 * 2 / 20 + 0.1 * 2 / 12)
     assert measured == pytest.approx(expected, rel=0.02)
-    null = cin_null({"a": g_a, "b": g_b}, basis)
+    null = hackward_share_null({"a": g_a, "b": g_b}, basis)
     torch.testing.assert_close(null, torch.full((20000,), expected), rtol=1e-5, atol=0)
 
 

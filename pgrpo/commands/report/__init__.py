@@ -24,8 +24,8 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     """Print each arm's end hack and end solve with their difference from vanilla; write the full report to report.md.
 
     The full report: a markdown table per arm (kind, hack, solve, paired deltas vs vanilla, solve against the honest
-    arm, hacked runs, the gap to each method's placebo, cin) and the tables below it, beside PNG curves and a
-    hack-against-solve plot.
+    arm, hacked runs, the gap to each method's placebo, the hack-ward shares) and the tables below it, beside PNG
+    curves and a hack-against-solve plot.
 
     Printed: one line saying what is compared (the arms, seeds, steps, and the end-of-run evaluation's samples per
     run), then per arm its end hack and end solve with their 95% intervals and, on the line under it, its
@@ -43,8 +43,9 @@ def report(logdir: str, baseline: str | None = None, out: str | None = None, las
     gap, for a method whose placebo is in the report (a control arm of the same intervention class and
     overlays; of several, the one that hacks least), the placebo's hack minus the method's paired by seed,
     and at how many seeds the method hacks less;
-    cin_student and cin_teacher, each beside its null (what a random direction with the same per-module
-    gradient norms would give: √(Σ_m w_m k_m / 2 r_m), w_m = module m's share of ‖g‖²). Then hack / solve
+    the hack-ward share of the student's and the teacher rows' gradient, each beside its null (what a random
+    direction with the same per-module gradient norms would give: √(Σ_m w_m k_m / 2 r_m), w_m = module m's share
+    of ‖g‖²). Then hack / solve
     per loophole mode, and, when the sweep has leave-one-mode-out arms (model.extraction.modes lacks one
     mode), the weak-detector table: per held-out mode and method, that mode's hack and solve under the
     vanilla and the method arm with it held out, and their Δhack paired by seed.

@@ -8,11 +8,11 @@ from pgrpo.commands.report.stats import (ACTIVE, END_PREFIXES, HACK, SOLVE, STAR
                                          hacked, mean_std, paired_delta, placebo_gap, solve_gap)
 from pgrpo.records.events import Run, tail_mean
 
-# (column, tag); each cin beside its own null (a random direction with the same per-module gradient norms:
-# √(Σ w k/2r))
-COLUMNS = [("hack", HACK), ("solve", SOLVE), ("cin_student", "proj/cin_student"),
-           ("null_student", "proj/cin_null_student"), ("cin_teacher", "proj/cin_teacher"),
-           ("null_teacher", "proj/cin_null_teacher")]
+# (column, tag); each hack-ward share beside its own null (a random direction with the same per-module gradient
+# norms: √(Σ w k/2r))
+COLUMNS = [("hack", HACK), ("solve", SOLVE), ("hack-ward student", "hackward_share/student"),
+           ("null student", "hackward_share/student_null"), ("hack-ward teacher", "hackward_share/teacher"),
+           ("null teacher", "hackward_share/teacher_null")]
 
 
 # summary.md: the primary numbers, each arm's strength beside its placebo's, and the model's health
@@ -26,7 +26,7 @@ STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"),
 
 # each appears only when some run logged it: the control's overlap with the real V (logged once, at train start)
 # and the route arm's deployment eval, both read at their last value
-OPTIONAL_COLUMNS = [("control overlap", "proj/control_overlap"), ("deploy hack", "deploy/hack"),
+OPTIONAL_COLUMNS = [("control overlap", "basis/control_overlap"), ("deploy hack", "deploy/hack"),
                     ("deploy solve", "deploy/solve")]
 
 
@@ -60,7 +60,7 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
     """The header and one row per arm (for `markdown`): its kind, seeds, the end-of-run evaluation's hack and solve
     with their intervals (when logged), last-`last`-step mean ± std of hack and solve, their deltas paired with
     `pairs[arm]` at the same seed, solve against the `honest` arm's, hacked runs, the gap to the arm's own placebo,
-    cin."""
+    the hack-ward shares."""
     logged = {tag for runs in by_arm.values() for r in runs for tag, values in r.scalars.items() if values}
     columns = list(COLUMNS) + [(c, tag) for c, tag in STATE_COLUMNS + OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
@@ -179,5 +179,5 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
     if skylines:
         text += (", ".join(f"`{arm}`" for arm in skylines) + ": oracle skyline, it uses the oracle's labels: "
                  "a ceiling to compare against, not a method. ")
-    return text + ("cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction "
-                   "with the same per-module norms, √(Σ w·k/2r).")
+    return text + ("hack-ward * is the hack-ward share of the gradient, ‖relu(V g)‖/‖g‖; null * is its value for a "
+                   "random direction with the same per-module norms, √(Σ w·k/2r).")

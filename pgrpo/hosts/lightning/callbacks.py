@@ -46,9 +46,9 @@ class StepCheckpoint(ModelCheckpoint):
 
 
 class HackMetricsLogger(L.Callback):
-    """Logs every number the step returned (hack/solve rates, reward, kl, proj/*, adapter/*, time/*), and at fit
-    start data/pool_coverage: the fraction of training problems the teacher pool covers (the only ones trained on).
-    Puts the running means of PROGRESS_KEYS in the progress bar.
+    """Logs every number the step returned (hack/solve rates, reward, kl, hackward_share/*, adapter/*, time/*), and
+    at fit start data/pool_coverage: the fraction of training problems the teacher pool covers (the only ones
+    trained on). Puts the running means of PROGRESS_KEYS in the progress bar.
     """
 
     def __init__(self):
@@ -123,7 +123,7 @@ def format_sample(sample: dict) -> str:
 class BasisRefresh(L.Callback):
     """Every N steps, re-extract V against the current policy (δS_hack zeroed) and log how far it moved.
 
-    proj/basis_overlap: mean principal-angle cosine between the old and new V over all rows (1 = same span,
+    basis/refresh_overlap: mean principal-angle cosine between the old and new V over all rows (1 = same span,
     ~sqrt(k/r) = unrelated); basis_overlap/<module> per module. Which V comes back is the intervention's
     (`refresh`): a real V re-extracted, a control V as its placebo says.
     """
@@ -132,7 +132,7 @@ class BasisRefresh(L.Callback):
         """
         Args:
             every_n_steps: optimizer steps between refreshes.
-            warn_below: warn when proj/basis_overlap drops below this (the refresh may have rotated off the hack).
+            warn_below: warn when basis/refresh_overlap drops below this (the refresh may have rotated off the hack).
         """
         if every_n_steps < 1:
             raise ValueError(f"BasisRefresh.every_n_steps={every_n_steps}: must be >= 1")
@@ -148,7 +148,7 @@ class BasisRefresh(L.Callback):
         new = pl_module.intervention.refresh(pl_module, old).to(pl_module.device)
         overall, per_module = basis_overlap(old, new)
         pl_module.basis = new
-        log_scalars(trainer, {"proj/basis_overlap": overall, "time/refresh": time.perf_counter() - start,
+        log_scalars(trainer, {"basis/refresh_overlap": overall, "time/refresh": time.perf_counter() - start,
                               **{f"basis_overlap/{name}": v for name, v in per_module.items()}})
         if overall < self.warn_below:
             lowest = ", ".join(f"{n} {v:.2f}" for n, v in sorted(per_module.items(), key=lambda kv: kv[1])[:3])

@@ -12,6 +12,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from pgrpo.cli import main
 from pgrpo.env.problems import MODES
+from pgrpo.records.events import RENAMED_TAGS
 from pgrpo.commands.report.kinds import pick_honest, run_kind
 from pgrpo.commands.report.stats import separated
 from pgrpo.records.events import HACK, KEPT_SCALARS, SOLVE, Run, find_runs, keep_scalars, load_config, read_scalars
@@ -52,24 +53,29 @@ def deltas(text: str) -> dict[str, list[str]]:
     return {arm: [row["Δhack"], row["Δsolve"]] for arm, row in table(text, "arm").items()}
 
 
-def cin(student: float, teacher: float | None = None) -> dict[str, float]:
-    return {"proj/cin_student": student, "proj/cin_null_student": 0.2} | (
-        {"proj/cin_teacher": teacher, "proj/cin_null_teacher": 0.1} if teacher else {})
+def shares(student: float, teacher: float | None = None, logged_before_the_rename: bool = False) -> dict[str, float]:
+    """The hack-ward shares and their nulls, under today's tags or those of a run from before 2026-12-07."""
+    tags = {"hackward_share/student": student, "hackward_share/student_null": 0.2} | (
+        {"hackward_share/teacher": teacher, "hackward_share/teacher_null": 0.1} if teacher else {})
+    old = {new: old for old, new in RENAMED_TAGS.items()}
+    return {old[tag]: value for tag, value in tags.items()} if logged_before_the_rename else tags
 
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("logs") / "demo"
-    write_run(root / "vanilla" / "seed0", "none", {"hack/student": 0.6, "solve/student": 0.2, **cin(0.3, 0.5),
+    # vanilla's seed 0 logged its shares under the tags of before 2026-12-07: the report reads them all the same
+    write_run(root / "vanilla" / "seed0", "none", {"hack/student": 0.6, "solve/student": 0.2,
+                                                  **shares(0.3, 0.5, logged_before_the_rename=True),
                                                   "hack/student_sentinel": 1.0, "solve/student_sentinel": 0.0})
-    write_run(root / "vanilla" / "seed1", "none", {"hack/student": 0.8, "solve/student": 0.4, **cin(0.5, 0.7),
+    write_run(root / "vanilla" / "seed1", "none", {"hack/student": 0.8, "solve/student": 0.4, **shares(0.5, 0.7),
                                                   "hack/student_sentinel": 0.5, "solve/student_sentinel": 0.5})
-    write_run(root / "erase" / "seed0", "erase", {"hack/student": 0.2, "solve/student": 0.2, **cin(0.1, 0.2),
+    write_run(root / "erase" / "seed0", "erase", {"hack/student": 0.2, "solve/student": 0.2, **shares(0.1, 0.2),
                                                  "hack/student_sentinel": 0.0, "solve/student_sentinel": 0.5,
                                                  "hack/student_exit_code": 0.25, "solve/student_exit_code": 0.75})
-    write_run(root / "erase" / "seed1", "erase", {"hack/student": 0.6, "solve/student": 0.2, **cin(0.3, 0.4),
+    write_run(root / "erase" / "seed1", "erase", {"hack/student": 0.6, "solve/student": 0.2, **shares(0.3, 0.4),
                                                  "hack/student_sentinel": 0.0, "solve/student_sentinel": 0.5})
-    write_run(root / "route" / "seed0", "route", {"hack/student": 0.5, "solve/student": 0.3, **cin(0.25)},
+    write_run(root / "route" / "seed0", "route", {"hack/student": 0.5, "solve/student": 0.3, **shares(0.25)},
               sparse={"deploy/hack": {3: 0.9, 6: 0.1}, "deploy/solve": {3: 0.5, 6: 0.25}})
     # what else lives in a sweep directory, and must not break or change the report
     write_run(root / "erase" / "seed2", "erase", {"lr": 0.01})  # died before its first step: no hack curve
@@ -87,9 +93,9 @@ def expected(root: Path) -> str:
 
 Code: not recorded by 5 runs (from before runs recorded their code).
 
-Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed; (n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: these seeds cannot separate the two arms. solve − honest: – (this sweep has no honest arm, data.modes none). hacked = runs that at some step hacked more samples than they solved. placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks less. cin_* is the hack-ward fraction of the gradient; null_* is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
+Last-5-step mean ± sample std over seeds; Δ = paired difference with `vanilla` at the same seed; (n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: these seeds cannot separate the two arms. solve − honest: – (this sweep has no honest arm, data.modes none). hacked = runs that at some step hacked more samples than they solved. placebo gap = hack of the arm's own placebo (the same intervention on a random detector; of several, the one that hacks least) minus the arm's, paired by seed, and (k/n): the seeds at which the arm hacks less. hack-ward * is the hack-ward share of the gradient, ‖relu(V g)‖/‖g‖; null * is its value for a random direction with the same per-module norms, √(Σ w·k/2r).
 
-| arm | kind | seeds | hack | solve | Δhack | Δsolve | solve − honest | hacked | placebo gap | cin_student | null_student | cin_teacher | null_teacher | deploy hack | deploy solve |
+| arm | kind | seeds | hack | solve | Δhack | Δsolve | solve − honest | hacked | placebo gap | hack-ward student | null student | hack-ward teacher | null teacher | deploy hack | deploy solve |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 | vanilla | vanilla | 2 | 0.700 ± 0.141 | 0.300 ± 0.141 | – | – | – | 2/2 | – | 0.400 ± 0.141 | 0.200 ± 0.000 | 0.600 ± 0.141 | 0.100 ± 0.000 | – | – |
 | erase | method | 2 | 0.400 ± 0.283 | 0.200 ± 0.000 | -0.300 ± 0.141 (n.s.) | -0.100 ± 0.141 (n.s.) | – | 1/2 | – | 0.200 ± 0.141 | 0.200 ± 0.000 | 0.300 ± 0.141 | 0.100 ± 0.000 | – | – |

@@ -72,7 +72,7 @@ def test_refresh_runs_every_n_steps_and_logs_the_overlap_at_the_trained_step():
     swapped, logged = refresh_at(4, old, new, BasisRefresh(every_n_steps=2))
     assert swapped.V["a"].equal(new.V["a"])
     ((step, metrics),) = logged
-    assert step == 3 and metrics["proj/basis_overlap"] == pytest.approx(1.0)
+    assert step == 3 and metrics["basis/refresh_overlap"] == pytest.approx(1.0)
     assert metrics["basis_overlap/a"] == pytest.approx(1.0)
 
 

@@ -65,7 +65,7 @@ class ScriptedGRPO(ScriptedStudents):
         def recorded(step_grads, ro, optimizer=None):
             grads = {n: m.delta_s.grad.clone() for n, m in self.adapter.items() if m.delta_s.grad is not None}
             stats = project(step_grads, ro, optimizer)
-            self.seen.append({"grads": grads, "cin_student": stats.get("proj/cin_student"),
+            self.seen.append({"grads": grads, "student_share": stats.get("hackward_share/student"),
                               "live_groups": int((~ro.zero_std).sum())})
             return stats
         return recorded
@@ -143,8 +143,8 @@ def test_two_processes_equal_one_process_on_the_same_global_batch(strategy, tmp_
             assert torch.equal(ranks[0][step]["grads"][name], ranks[1][step]["grads"][name])
             assert (ranks[0][step]["grads"][name] - grad).norm() <= 1e-5 * grad.norm()
         # and the student/teacher split diagnostics are of the global batch too
-        assert ranks[0][step]["cin_student"] == ranks[1][step]["cin_student"]
-        assert abs(ranks[0][step]["cin_student"] - one[step]["cin_student"]) < 1e-4
+        assert ranks[0][step]["student_share"] == ranks[1][step]["student_share"]
+        assert abs(ranks[0][step]["student_share"] - one[step]["student_share"]) < 1e-4
     if strategy == "fsdp":
         assert all((ddp / f"generated_rank{r}.pt").exists() for r in (0, 1))
     for r in (0, 1):

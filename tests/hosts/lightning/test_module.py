@@ -150,7 +150,7 @@ def test_adv_gate_gives_the_gradient_of_the_gated_advantages_from_one_backward(g
     for name, m in grpo.adapter.items():
         m.delta_s.data.zero_()
         torch.testing.assert_close(gated[name], m.delta_s.grad, rtol=1e-4, atol=1e-7)
-    assert 0 < stats["proj/advantage_weight"] < 1
+    assert 0 < stats["intervention/advantage_weight"] < 1
 
 
 @pytest.mark.parametrize("setting, key", [({"share_prompts": True}, "model.share_prompts"),
