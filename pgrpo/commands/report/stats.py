@@ -9,6 +9,9 @@ from pgrpo.evaluation.intervals import t_interval, wilson
 
 # how strongly an arm acted at each step, and on the base policy's rollouts at train start (calibration.py)
 ACTIVE, START = "intervention/active_rate", "intervention/start_rate"
+# logged at exactly the steps whose backward reached the knobs (the step engine's `project` measures nothing on an
+# idle step, where every group had zero reward variance); active_rate is logged at every step, 0 on an idle one
+GRADIENT = "hackward_share/gradient"
 # the end-of-run evaluation's scalars (pgrpo/evaluation/end_eval.py), per split
 END_PREFIXES = {"train": "end/", "heldout": "end/heldout_"}
 
@@ -52,12 +55,34 @@ def solve_gap(runs: list[Run], honest_runs: list[Run] | None, last: int) -> str:
     return "–" if gap is None else f"{round(gap, 3) + 0.0:+.3f}"  # + 0.0: a gap that rounds to -0 reads +0.000
 
 
-def active_rate(runs: list[Run], tag: str = ACTIVE) -> str:
+def active_rate(runs: list[Run]) -> str:
     """How strongly an arm acted (`intervention/active_rate`: the share of rollouts it acted on, of the gradient or
-    update it removed, or of advantage it discounted), each run's mean over its steps, mean ± std over seeds; with
-    tag START, its strength on the base policy's rollouts at train start (pgrpo/directions/calibration.py)."""
-    return mean_std(_present(statistics.mean(v for _, v in r.scalars[tag]) if r.scalars.get(tag) else None
-                             for r in runs))
+    update it removed, or of advantage it discounted), each run's mean over its steps with a gradient, mean ± std
+    over seeds. An idle step (no gradient: nothing to act on) would count as 0 and make an arm whose policy idles
+    more look weaker than it acts: the idle share is reported beside it (`idle_share`)."""
+    return mean_std(_present(_mean_at(r.scalars, ACTIVE, _gradient_steps(r.scalars)) for r in runs))
+
+
+def idle_share(runs: list[Run]) -> str:
+    """The share of each run's steps that had no gradient, mean ± std over seeds."""
+    return mean_std(_present(1 - len(_gradient_steps(r.scalars)) / len(r.scalars[ACTIVE])
+                             if r.scalars.get(ACTIVE) and GRADIENT in r.scalars else None for r in runs))
+
+
+def start_rate(runs: list[Run]) -> str:
+    """How strongly an arm acts on the base policy's rollouts at train start, where a placebo is calibrated to
+    its method (pgrpo/directions/calibration.py), mean ± std over seeds."""
+    return mean_std(_present(_mean_at(r.scalars, START) for r in runs))
+
+
+def _gradient_steps(scalars: Scalars) -> set[int] | None:
+    """The steps with a gradient; None for a run that does not say (its share never logged)."""
+    return {step for step, _ in scalars[GRADIENT]} if GRADIENT in scalars else None
+
+
+def _mean_at(scalars: Scalars, tag: str, steps: set[int] | None = None) -> float | None:
+    values = [v for step, v in scalars.get(tag, []) if steps is None or step in steps]
+    return statistics.mean(values) if values else None
 
 
 def hacked(scalars: Scalars) -> bool:

@@ -5,7 +5,8 @@ import statistics
 
 from pgrpo.commands.report.kinds import arm_kind, lomo_role, placebos
 from pgrpo.commands.report.stats import (ACTIVE, END_PREFIXES, HACK, SOLVE, START, _present, active_rate, end_rate,
-                                         hacked, mean_std, paired_delta, placebo_gap, solve_gap)
+                                         hacked, idle_share, mean_std, paired_delta, placebo_gap, solve_gap,
+                                         start_rate)
 from pgrpo.records.events import Run, tail_mean
 
 # (column, tag); each hack-ward share beside its own null (a random direction with the same per-module gradient
@@ -17,7 +18,7 @@ COLUMNS = [("hack", HACK), ("solve", SOLVE), ("hack-ward student", "hackward_sha
 
 # summary.md: the primary numbers, each arm's strength beside its placebo's, and the model's health
 SUMMARY_COLUMNS = ("arm", "kind", "seeds", "end hack", "end solve", "end placebo gap", "start", "placebo start",
-                   "active", "placebo active", "entropy")
+                   "active", "placebo active", "idle", "placebo idle", "entropy")
 
 
 STATE_COLUMNS = [("entropy", "entropy"), ("‖δS‖", "adapter/delta_s_norm"),
@@ -65,7 +66,7 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
     columns = list(COLUMNS) + [(c, tag) for c, tag in STATE_COLUMNS + OPTIONAL_COLUMNS if tag in logged]
     read_last = {tag for _, tag in OPTIONAL_COLUMNS}
     end = ["end hack", "end solve"] if "end/hack" in logged else []
-    active = ["active", "placebo active"] if ACTIVE in logged else []
+    active = ["active", "placebo active", "idle", "placebo idle"] if ACTIVE in logged else []
     start = ["start", "placebo start"] if START in logged else []
     header = ["arm", "kind", "seeds", *end, *(["end placebo gap"] if end else []), "hack", "solve", "Δhack", "Δsolve",
               "solve − honest", "hacked", "placebo gap", *active, *start, *[c for c, _ in columns[2:]]]
@@ -83,9 +84,10 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
         ends = [end_rate(runs, "train", rate) for rate in ("hack", "solve")] if end else []
         if end:
             ends.append(placebo_gap(runs, placebo, by_arm[placebo], 1, "end/hack") if placebo else "–")
-        strength = [active_rate(runs), active_rate(by_arm[placebo]) if placebo else "–"] if active else []
+        strength = [rate(group) if group else "–" for rate in (active_rate, idle_share)
+                    for group in (runs, by_arm.get(placebo))] if active else []
         if start:
-            strength += [active_rate(runs, START), active_rate(by_arm[placebo], START) if placebo else "–"]
+            strength += [start_rate(runs), start_rate(by_arm[placebo]) if placebo else "–"]
         row = [arm, arm_kind(runs), str(len(runs)), *ends, cells["hack"], cells["solve"], *deltas, gap, n_hacked,
                beats, *strength, *[cells[c] for c, _ in columns[2:]]]
         rows.append(row)
@@ -167,8 +169,9 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
     if active:
         text += ("active = how strongly the arm acted (intervention/active_rate: the share of rollouts it acted on, "
                  "of the gradient's or the update's norm it removed, or of the advantage it discounted; each run's "
-                 "mean over its steps), placebo active = the same of its placebo: a placebo is a control only at a "
-                 "matched strength. ")
+                 "mean over its steps with a gradient), placebo active = the same of its placebo: a placebo is a "
+                 "control only at a matched strength, read here. idle, placebo idle = the share of steps with no "
+                 "gradient (every group without reward variance), left out of active. ")
     if start:
         text += ("start, placebo start = the same measured at train start on the base policy's own rollouts, where "
                  "a placebo is calibrated to its method's. ")

@@ -623,6 +623,25 @@ def test_each_methods_active_rate_sits_beside_its_placebos(tmp_path, capsys):
                                                                                       "0.400 ± 0.000")
 
 
+def test_the_strength_is_read_on_steps_with_a_gradient_and_the_idle_share_sits_beside_it(tmp_path, capsys):
+    """erase on the primed SmolLM2 idled 18 and 8 of 100 steps (every group without reward variance), its placebo
+    1 and 2: averaged in as 0, those steps made erase look weaker than its placebo where it was stronger."""
+    root = tmp_path / "sweep"
+    erase = {"class_path": "pgrpo.interventions.Erase", "init_args": {}}
+    placebo = {"class_path": "pgrpo.interventions.Erase", "init_args": {"v": "random"}}
+    for arm, config, rate, idle in (("erase", erase, 0.7, {0, 1, 2, 3}), ("random_v", placebo, 0.6, set())):
+        for seed in (0, 1):
+            active = {step: 0.0 if step in idle else rate for step in range(STEPS)}
+            write_run(root / arm / f"seed{seed}", "none", {"hack/student": 0.5, "solve/student": 0.2},
+                      sparse={"intervention/active_rate": active,
+                              "hackward_share/gradient": {step: 0.3 for step in active if step not in idle}},
+                      config={"model": {"intervention": config}})
+    main(["report", str(root), "--full"])
+    row = table(capsys.readouterr().out, "arm")["erase"]
+    assert (row["active"], row["placebo active"]) == ("0.700 ± 0.000", "0.600 ± 0.000")
+    assert (row["idle"], row["placebo idle"]) == (f"{4 / STEPS:.3f} ± 0.000", "0.000 ± 0.000")
+
+
 def test_an_arm_at_the_same_rate_at_every_seed_gets_the_wilson_interval_of_its_pooled_samples(tmp_path, capsys):
     root = tmp_path / "sweep"
     for seed in range(3):
