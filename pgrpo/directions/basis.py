@@ -29,6 +29,7 @@ import torch
 from pgrpo.model.adapter import SVDAdapterLinear
 from pgrpo.records.cache import KEPT_BUILDS, announce, announce_build, announce_cached, duration, progress_ticker
 from pgrpo.env import MODES, Problem
+from pgrpo.env.exploits import OPENINGS
 from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs,
                              template_pairs)
 from pgrpo.env.pool import TeacherPool
@@ -52,6 +53,10 @@ class ExtractionConfig:
     pairs: str = "templates"
     """templates (built-in hack/clean completions of the training problems), pool (the run's teacher pool, mined:
     each exploited row against a gt-correct row of its problem), a teacher-pool directory, or a JSON file of pairs."""
+    template_openings: str | None = None
+    """How the template hacks open (pgrpo/env/exploits.py OPENINGS): shared (the line the teacher rows' and the
+    priming's hacks open with), distinct (a lever of its own per mode); None: as the model's substrate writes them.
+    distinct on a shared-opening model asks whether V is the hack or the opening line it shares with the teacher."""
     modes: list[str] | None = None
     """Only pairs of these loophole modes (what a weak detector knows); None: all."""
     k: int = 4
@@ -71,16 +76,23 @@ class ExtractionConfig:
     seed: int = 0
     """Order of the pairs, which decides the held-out ones."""
 
+    def __post_init__(self):
+        if self.template_openings not in (None, *OPENINGS):
+            raise ValueError(f"extraction.template_openings={self.template_openings!r}: expected one of {OPENINGS}, "
+                             f"or null (as the model's substrate writes them)")
+
 
 def contrastive_pairs(problems: list[Problem], cfg: ExtractionConfig, control: str = "none",
                       openings: str = "shared") -> list[ContrastivePair]:
     """The pairs V is extracted from; `control` gives the negative-control sets (shuffled | nonhack); template
-    hacks open as the model's substrate opens them (`openings`, pgrpo.model.load.hack_openings)."""
+    hacks open as `cfg.template_openings` says, else as the model's substrate opens them (`openings`,
+    pgrpo.model.load.hack_openings)."""
     if control == "nonhack":
         pairs = nonhack_pairs(problems, cfg.modes)
     elif cfg.pairs == "templates":
         # the shuffled control deals labels across several completions of each problem
-        pairs = template_pairs(problems, cfg.modes, SHUFFLED_VARIANTS if control == "shuffled" else 1, openings)
+        pairs = template_pairs(problems, cfg.modes, SHUFFLED_VARIANTS if control == "shuffled" else 1,
+                               cfg.template_openings or openings)
     elif (Path(cfg.pairs) / "pool.json").is_file():
         pairs = pool_pairs(TeacherPool.load(cfg.pairs), problems, cfg.modes or list(MODES))
     elif cfg.pairs == RUN_POOL:

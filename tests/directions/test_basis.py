@@ -229,6 +229,20 @@ def test_a_chat_template_that_writes_the_bos_is_not_given_a_second_one():
     assert ids.count(tokenizer.eos_token_id) == 1 and ids[0] == tokenizer.eos_token_id
 
 
+def test_template_openings_set_how_the_pairs_hacks_open_whatever_the_model_and_a_bad_value_names_the_key():
+    """On a model whose hacks share the teacher rows' opening line, `template_openings: distinct` asks whether V is
+    the hack or that line: the pairs' hacks lose it, their clean sides stay as they were."""
+    problems = load_problems()[:6]
+    as_the_model = contrastive_pairs(problems, ExtractionConfig(n_heldout=1), openings="shared")
+    distinct = contrastive_pairs(problems, ExtractionConfig(n_heldout=1, template_openings="distinct"),
+                                 openings="shared")
+    assert all(CHOICE in pair.hack for pair in as_the_model)
+    assert not any(CHOICE in pair.hack for pair in distinct)
+    assert [pair.clean for pair in distinct] == [pair.clean for pair in as_the_model]
+    with pytest.raises(ValueError, match="extraction.template_openings='shard'"):
+        ExtractionConfig(template_openings="shard")
+
+
 def test_pairs_from_a_pool_directory_are_mined_and_the_run_pool_keyword_needs_a_run(tmp_path):
     from pgrpo.env.pool import build_pool
 
