@@ -128,6 +128,9 @@ def sweep(
             configs/placebos/; placebos/random_v by its folder; or a .yaml path), or several joined by "+" and
             applied in order (vanilla+no_teacher: the overlay on vanilla), e.g. [vanilla, erase, random_v]; the
             first stage, before any of --stages. A cell is named by its configs' file names (vanilla+no_teacher).
+            A placebo yoked to its method, step by step, is `<placebo>@<method>` (random_v@erase+no_teacher: the
+            placebo random_v+no_teacher yoked to erase+no_teacher's run at its seed, pgrpo/interventions/yoke.py):
+            its cells run after every other cell of their stage, and only once their method's has finished.
         seeds: seeds every arm runs at, unless a stage gives its own (cell k gets --seed_everything k and
             --data.seed k).
         overrides: extra `pgrpo fit` arguments for every cell, e.g. [--trainer.max_steps=20]; a finished
@@ -158,8 +161,9 @@ def sweep(
     if not any(stage.arms for stage in plan):
         raise SystemExit("pgrpo sweep: no arms (give --arms, or --stages in a plan)")
     # every cell's arguments first, so a misspelt arm fails before hours of the others have run
-    stage_cells = cells_of(plan, seeds, root, Path(configs), overrides)
+    stage_cells = cells_of(plan, seeds, root, Path(configs), overrides, kept_root)
     planned = arguments_by_cell(stage_cells, root)
+    refuse_unplanned_methods(stage_cells, root, kept_root or root)
     for cell, argvs in planned.items():
         refuse_other_arguments(cell, argvs)
         if kept_root:
@@ -178,8 +182,12 @@ def sweep(
         arm, seed, argv = cell_args
         cell = root / arm / f"seed{seed}"
         later = planned[cell][planned[cell].index(argv) + 1:]
+        method = yoked_method(arm)
         if other_base.is_set():
             ok, status = False, "not run (a cell above trained on another base or V than the kept cells)"
+        elif method is not None and not finished(method_run(method, seed, kept_root or root)):
+            ok, status = False, (f"FAILED: not run, its method's run {method_run(method, seed, kept_root or root)} "
+                                 f"did not finish (a yoked placebo reads it step by step)")
         else:
             try:
                 kept = kept_root / arm / f"seed{seed}" if kept_root else None
@@ -203,12 +211,52 @@ def sweep(
         sys.exit(f"{len(failed)} of {total} cells failed: {', '.join(failed)} (see their fit.log; rerun to resume)")
 
 
-def cells_of(plan: list[Stage], seeds: list[int], root: Path, configs: Path,
-             overrides: list[str]) -> list[list[tuple[str, int, list[str]]]]:
-    """Each stage's cells in the order they run: (arm's directory, seed, its `pgrpo fit` arguments)."""
-    return [[(arm_name(arm), seed, fit_args(arm, seed, root, configs, overrides + stage.overrides))
-             for arm in stage.arms for seed in stage.seeds_in(seeds)]
-            for stage in plan]
+def cells_of(plan: list[Stage], seeds: list[int], root: Path, configs: Path, overrides: list[str],
+             method_runs: Path | None = None) -> list[list[tuple[str, int, list[str]]]]:
+    """Each stage's cells in the order they run, (arm's directory, seed, its `pgrpo fit` arguments), in batches that
+    run one after the other: a stage's yoked placebos after its other cells, which hold their methods.
+    `method_runs`: where a yoked placebo reads its method's runs (the results store, else `root`)."""
+    batches = []
+    for stage in plan:
+        cells = [(arm_name(arm), seed, fit_args(arm, seed, root, configs, overrides + stage.overrides, method_runs))
+                 for arm in stage.arms for seed in stage.seeds_in(seeds)]
+        for yoked in (False, True):
+            batch = [cell for cell in cells if (yoked_method(cell[0]) is not None) == yoked]
+            batches += [batch] if batch else []
+    return batches
+
+
+def yoked_method(arm: str) -> str | None:
+    """The method a yoked placebo's arm names after "@" in its first part, with the placebo's overlays
+    (random_v@erase+no_teacher: erase+no_teacher); None for any other arm."""
+    first, *overlays = arm.split("+")
+    _, at, method = first.partition("@")
+    return "+".join([method, *overlays]) if at else None
+
+
+def method_run(method: str, seed: int, runs: Path) -> Path:
+    """Where a yoked placebo at `seed` reads its method's run: its cell in `runs` (<results or logs>/<sweep>)."""
+    return runs / arm_name(method) / f"seed{seed}"
+
+
+def finished(cell: Path) -> bool:
+    record = read_record(cell)
+    return bool(record) and record["status"] == "done"
+
+
+def refuse_unplanned_methods(stage_cells: list[list[tuple[str, int, list[str]]]], root: Path, runs: Path) -> None:
+    """Before any cell runs: a yoked placebo's method must be a cell of the plan at the same seed, in its stage or
+    an earlier one, or have finished in `runs` already; else the error names the run it would read."""
+    planned: set[tuple[str, int]] = set()
+    for cells in stage_cells:
+        for arm, seed, _ in cells:
+            method = yoked_method(arm)
+            path = method_run(method, seed, runs) if method is not None else None
+            if method is not None and (arm_name(method), seed) not in planned and not finished(path):
+                raise SystemExit(f"arm {arm!r} at seed {seed} is yoked to its method's run {path}, which no stage "
+                                 f"before it runs and which has not finished: add {method!r} to an earlier stage (or "
+                                 f"to this one) at seed {seed}")
+        planned |= {(arm, seed) for arm, seed, _ in cells}
 
 
 def arguments_by_cell(stage_cells: list[list[tuple[str, int, list[str]]]], root: Path) -> dict[Path, list[list[str]]]:
@@ -220,19 +268,28 @@ def arguments_by_cell(stage_cells: list[list[tuple[str, int, list[str]]]], root:
 
 
 def arm_name(arm: str) -> str:
-    """The arm's directory: config stems joined by "+" (configs/erase.yaml+no_teacher -> erase+no_teacher)."""
-    return "+".join(Path(part).stem for part in arm.split("+"))
+    """The arm's directory: config stems joined by "+" (configs/erase.yaml+no_teacher -> erase+no_teacher), a yoked
+    placebo's method kept after its "@" (random_v@erase)."""
+    first, *overlays = arm.split("+")
+    placebo, at, method = first.partition("@")
+    return "+".join([Path(placebo).stem + at + method, *(Path(part).stem for part in overlays)])
 
 
-def fit_args(arm: str, seed: int, root: Path, configs: Path, overrides: list[str]) -> list[str]:
-    """The `pgrpo fit` arguments of one cell (its logger is forced to the sweep layout)."""
+def fit_args(arm: str, seed: int, root: Path, configs: Path, overrides: list[str],
+             method_runs: Path | None = None) -> list[str]:
+    """The `pgrpo fit` arguments of one cell (its logger is forced to the sweep layout); a yoked placebo's name its
+    method's run at the same seed in `method_runs` (default: `root`)."""
     args = ["fit"]
-    for part in arm.split("+"):
+    first, *overlays = arm.split("+")
+    for part in [first.partition("@")[0], *overlays]:
         args += ["--config", str(config_of(part, arm, configs))]
     logger = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
               "init_args": {"save_dir": str(root), "name": arm_name(arm), "version": f"seed{seed}"}}
+    method = yoked_method(arm)
+    yoke = ([f"--model.intervention.init_args.yoked_to={method_run(method, seed, method_runs or root)}"]
+            if method is not None else [])
     return args + [f"--seed_everything={seed}", f"--data.seed={seed}", f"--trainer.logger={json.dumps(logger)}",
-                   "--trainer.enable_progress_bar=false", *overrides]
+                   "--trainer.enable_progress_bar=false", *yoke, *overrides]
 
 
 def config_of(part: str, arm: str, configs: Path) -> Path:

@@ -92,6 +92,7 @@ class TRLRunView:
     micro_batch_size: int | None = None
     intervention: Intervention = field(default_factory=Intervention)
     start_metrics: dict[str, float] = field(default_factory=dict)
+    global_step: int = 0  # TRL's steps are not followed here: a yoked placebo, which reads them, is refused
     _engine: GRPOStep | None = field(default=None, repr=False)
 
     @property
@@ -279,6 +280,9 @@ class InterventionGRPOTrainer(GRPOTrainer):
         if type(intervention).advantage_weights is not Intervention.advantage_weights:
             raise NotHosted(f"{intervention.arm()} weights each rollout by its own gradient, which TRL's backward "
                             f"does not keep: run it with `pgrpo fit`")
+        if intervention.yoked_to is not None:
+            raise NotHosted(f"{intervention.label()}: a yoked placebo matches its method step by step, at the steps "
+                            f"`pgrpo fit` logs: run it with `pgrpo fit`")
         if intervention.reads_oracle and not graders:
             raise NotHosted(f"{intervention.arm()} reads the oracle's verdict, which only pgrpo's grader gives: put a "
                             f"GraderReward among the reward functions")

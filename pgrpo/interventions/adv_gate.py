@@ -18,7 +18,8 @@ from pgrpo.step.step_grads import StepGrads
 class AdvGate(ReadsV):
     """adv_gate: each rollout's advantage discounted by how hack-ward its own gradient is along V."""
 
-    def __init__(self, center: float = 0.4, temperature: float = 0.05, v: Source = "real", v_seed: int | None = None):
+    def __init__(self, center: float = 0.4, temperature: float = 0.05, v: Source = "real", v_seed: int | None = None,
+                 yoked_to: str | None = None):
         """
         Args:
             center: the rollout hack fraction at which its advantage is halved (on the embedded default,
@@ -28,8 +29,11 @@ class AdvGate(ReadsV):
                 placebo's gate center is calibrated at train start to discount the base policy's rollouts as
                 much as the real V's gate does.
             v_seed: seed of the random control (None: the run's seed_everything).
+            yoked_to: a placebo's method run at the same seed, whose mean discount of the live rollouts it gives
+                step by step, its gate's center moved to it (pgrpo/interventions/yoke.py); None: matched at train
+                start.
         """
-        super().__init__(v, v_seed)
+        super().__init__(v, v_seed, yoked_to)
         if not temperature > 0:
             raise ValueError(f"temperature={temperature}: must be > 0")
         self.center = center
@@ -68,4 +72,11 @@ class AdvGate(ReadsV):
 
     def advantage_weights(self, module: RunView, grads: StepGrads) -> Tensor:
         with torch.no_grad():
-            return advantage_gate(rollout_hack_fraction(grads.rows, module.basis), self.gate_center, self.temperature)
+            own = rollout_hack_fraction(grads.rows, module.basis)
+            if self.yoke is None:
+                return advantage_gate(own, self.gate_center, self.temperature)
+            discount = self.yoke.discount(module)
+            if discount == 0:
+                return torch.ones_like(own)
+            center = matching_center(own[grads.live.to(own.device)], discount, self.temperature)
+            return advantage_gate(own, center, self.temperature)

@@ -12,13 +12,17 @@ from torch import Tensor
 from pgrpo.directions.detectors import fit_mean_difference
 from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_activations import Detector, ReadsActivations
+from pgrpo.interventions.yoke import refuse_yoke
+
+UNYOKED = ("its penalty grows with each rollout's score (alpha · max(0, z)), so acting on as many rollouts as its "
+           "method did leaves open how much each one loses: use the start-matched placebo")
 
 
 class AdvShortcut(ReadsActivations):
     """Each rollout's reward loses alpha · max(0, z), z its batch-z-scored score along the shortcut direction."""
 
     def __init__(self, alpha: float = 2.0, layer: int | None = None, detector: Detector = "real",
-                 detector_seed: int | None = None):
+                 detector_seed: int | None = None, yoked_to: str | None = None):
         """
         Args:
             alpha: the penalty per standard deviation above the batch's mean score (Wu & Tang: 2).
@@ -28,7 +32,9 @@ class AdvShortcut(ReadsActivations):
                 same layer; the penalty z-scores the scores over the batch, so its strength matches the real
                 direction's by construction).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
+            yoked_to: refused (a ValueError says why): its placebo is matched at train start only.
         """
+        refuse_yoke(self, yoked_to, UNYOKED)
         super().__init__(layer, detector, detector_seed)
         if alpha < 0:
             raise ValueError(f"alpha={alpha}: must be >= 0 (the penalty is subtracted)")

@@ -14,22 +14,26 @@ import torch
 from torch import Tensor
 
 from pgrpo.directions.extraction import HackBasis, nll_grads
-from pgrpo.interventions.adv_shortcut import one_sided_penalty
+from pgrpo.interventions.adv_shortcut import UNYOKED, one_sided_penalty
 from pgrpo.interventions.base import RewardEdit, RunView
 from pgrpo.interventions.reads_v import ReadsV, Source
+from pgrpo.interventions.yoke import refuse_yoke
 from pgrpo.step.rollout import Packed
 
 
 class AdvShortcutV(ReadsV):
     """Each rollout's reward loses alpha · max(0, z), z its batch-z-scored NLL gradient along V."""
 
-    def __init__(self, alpha: float = 2.0, v: Source = "real", v_seed: int | None = None):
+    def __init__(self, alpha: float = 2.0, v: Source = "real", v_seed: int | None = None,
+                 yoked_to: str | None = None):
         """
         Args:
             alpha: the penalty per standard deviation above the batch's mean score (Wu & Tang: 2).
             v: the V it reads: real, or a negative control (random | shuffled | nonhack), matched in k.
             v_seed: seed of the random control (None: the run's seed_everything).
+            yoked_to: refused (a ValueError says why): its placebo is matched at train start only.
         """
+        refuse_yoke(self, yoked_to, UNYOKED)
         super().__init__(v, v_seed)
         if alpha < 0:
             raise ValueError(f"alpha={alpha}: must be >= 0 (the penalty is subtracted)")

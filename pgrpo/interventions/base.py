@@ -112,6 +112,10 @@ class RunView(Protocol):
     def n_student(self) -> int:
         """Live student samples in each group."""
 
+    @property
+    def global_step(self) -> int:
+        """The optimizer steps taken before this one: the step being trained, which its numbers are logged at."""
+
     def extraction_pairs(self) -> list["ContrastivePair"]: ...
 
     def extract_basis(self, problems: list["Problem"], control: str = "none",
@@ -149,6 +153,8 @@ class Intervention:
 
     placebo_knob: ClassVar[str | None] = None
     """The init arg that swaps what it reads for a placebo (v, detector, subspace); its value 'real' is the method."""
+    yoked_to: str | None = None
+    """A yoked placebo's method run (pgrpo/interventions/yoke.py); None: a method, or a placebo matched at the start."""
 
     @property
     def placebo(self) -> bool:
@@ -209,7 +215,10 @@ class Intervention:
         """The arm as a run's summary, model card and evaluation record name it: the method's, and a placebo says
         it is one ('erase placebo (v: random)'), so that a negative control is never read as its method."""
         knob = self.placebo_knob
-        return f"{self.arm()} placebo ({knob}: {getattr(self, knob)})" if knob and self.placebo else self.arm()
+        if not (knob and self.placebo):
+            return self.arm()
+        yoked = f", yoked to {self.yoked_to}" if self.yoked_to else ""
+        return f"{self.arm()} placebo ({knob}: {getattr(self, knob)}{yoked})"
 
     def init_args(self) -> dict:
         """The constructor's arguments as given (each is kept under its own name)."""

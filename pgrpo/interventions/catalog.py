@@ -1,8 +1,8 @@
 """Every intervention, found by its module: what a new file of this package defines, whether or not it is exported.
 
 `arms()` imports each module of the package and collects the Intervention subclasses it defines; the
-modules that hold what interventions share (the interface, reading V, reading activations) define bases,
-not arms. `pgrpo.interventions` names each by hand, and its test holds that list to what this finds.
+modules that hold what interventions share (the interface, reading V, reading activations, a placebo's yoke)
+define bases, not arms. `pgrpo.interventions` names each by hand, and its test holds that list to what this finds.
 `knob_table()` is the docs' table of every arm's knobs, generated from the classes' signatures and
 docstrings when the docs are built (docs/hooks/generated.py), so the docs never restate a docstring by hand.
 """
@@ -16,7 +16,7 @@ from docstring_parser import parse
 
 from pgrpo.interventions.base import Intervention
 
-SHARED = ("base", "reads_v", "reads_activations", "catalog")  # what interventions share, not arms
+SHARED = ("base", "reads_v", "reads_activations", "yoke", "catalog")  # what interventions share, not arms
 
 
 def classes() -> dict[str, type[Intervention]]:

@@ -23,6 +23,7 @@ from pgrpo.directions.basis import completion_grads, pair_prompts
 from pgrpo.directions.calibration import base_gradient, bisect
 from pgrpo.directions.extraction import random_rows_like
 from pgrpo.interventions.base import Intervention, RunView, run_seed
+from pgrpo.interventions.yoke import yoke_of
 from pgrpo.step.projection import removed_share
 
 Weighting = Literal["singular_value", "uniform"]
@@ -35,7 +36,7 @@ class CleanSubspace(Intervention):
     placebo_knob: ClassVar[str] = "subspace"
 
     def __init__(self, k: int = 8, weighting: Weighting = "singular_value", subspace: Subspace = "real",
-                 subspace_seed: int | None = None):
+                 subspace_seed: int | None = None, yoked_to: str | None = None):
         """
         Args:
             k: directions kept per module (at most the number of clean completions and the module's rank).
@@ -44,6 +45,9 @@ class CleanSubspace(Intervention):
                 module, as many as remove the real subspace's share of the base policy's gradient at train start,
                 the real weights stretched over them).
             subspace_seed: seed of the random placebo (None: the run's seed_everything).
+            yoked_to: a placebo's method run at the same seed, whose share of the gradient's norm it removes step by
+                step, what its own subspace removes scaled to it (pgrpo/interventions/yoke.py); None: matched at
+                train start.
         """
         if k < 1:
             raise ValueError(f"k={k}: must be >= 1")
@@ -55,10 +59,14 @@ class CleanSubspace(Intervention):
         self.weighting = weighting
         self.subspace = subspace
         self.subspace_seed = subspace_seed
+        self.yoked_to = yoked_to
+        self.yoke = yoke_of(self, yoked_to)
         self.directions: dict[str, tuple[Tensor, Tensor]] = {}  # module → (C (K, r), w (K,))
 
 
     def prepare(self, module: RunView) -> None:
+        if self.yoke is not None:
+            self.yoke.scalars()
         pairs = module.extraction_pairs()
         with knobs_zeroed(module.adapter):  # the base's gradients: a resumed run builds the same subspace
             grads = completion_grads(module.policy, module.adapter, module.tokenizer, pair_prompts(module.tokenizer,
@@ -81,6 +89,12 @@ class CleanSubspace(Intervention):
                               "intervention/start_rate": removed(first, self.directions)})
 
     def gradient(self, module: RunView) -> None:
+        if self.yoke is not None:
+            self.yoke.gradient(module, lambda: self.keep_subspace(module))
+        else:
+            self.keep_subspace(module)
+
+    def keep_subspace(self, module: RunView) -> None:
         for name, (directions, weights) in self.directions.items():
             grad = module.adapter[name].delta_s.grad
             assert grad is not None  # the step's backward reached every knob

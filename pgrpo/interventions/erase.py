@@ -31,7 +31,7 @@ class Erase(ReadsV):
 
     def __init__(self, gate: Gate = "no_gate", overshoot: float = 1.0, preserve_magnitude: bool = False,
                  target: Target = "grad", purge_adam_moments: bool = False, v: Source = "real",
-                 v_seed: int | None = None):
+                 v_seed: int | None = None, yoked_to: str | None = None):
         """
         Args:
             gate: which coefficients c = V g of the target are removed: no_gate c (the whole span(V) component;
@@ -49,8 +49,11 @@ class Erase(ReadsV):
             v: the V it reads: real, or a negative control: random (as many random axes as remove the real V's
                 share at train start), shuffled | nonhack (matched in k).
             v_seed: seed of the random control (None: the run's seed_everything).
+            yoked_to: a placebo's method run at the same seed, whose share of the gradient (or of the update) it
+                removes step by step, its own projection scaled to it (pgrpo/interventions/yoke.py); None: matched
+                at train start.
         """
-        super().__init__(v, v_seed)
+        super().__init__(v, v_seed, yoked_to)
         self._first_step: dict[str, Tensor] | None = None  # what the projection acts on at train start
         if gate not in ("one_sided", "no_gate", "reverse"):
             raise ValueError(f"gate={gate!r}: expected one_sided, no_gate or reverse")
@@ -61,6 +64,9 @@ class Erase(ReadsV):
                              "'position' it would rescale δS itself: leave it false")
         if not overshoot > 0:
             raise ValueError(f"overshoot={overshoot}: must be > 0")
+        if preserve_magnitude and yoked_to is not None:
+            raise ValueError("preserve_magnitude rescales what the projection keeps, so the share it removes is not "
+                             "proportional to its scale, which a yoked placebo sets: leave it false, or yoked_to unset")
         self.gate = gate
         self.overshoot = overshoot
         self.preserve_magnitude = preserve_magnitude
@@ -113,6 +119,12 @@ class Erase(ReadsV):
     def gradient(self, module: RunView) -> None:
         if self.target != "grad":
             return  # the gradient is only measured; the knobs are projected after the step (`update`)
+        if self.yoke is not None:
+            self.yoke.gradient(module, lambda: self.project_gradient(module))
+        else:
+            self.project_gradient(module)
+
+    def project_gradient(self, module: RunView) -> None:
         for name, rows in module.basis.V.items():
             grad = module.adapter[name].delta_s.grad
             assert grad is not None  # the step's backward reached every knob
@@ -124,6 +136,14 @@ class Erase(ReadsV):
             purge_adam_moments(optimizer, module.adapter, module.basis, self.gate, self.overshoot)
 
     def update(self, module: RunView, before: dict[str, torch.Tensor]) -> None:
-        if self.target != "grad":
+        if self.target == "grad":
+            return
+
+        def project() -> None:
             project_knobs(module.adapter, module.basis, before if self.target == "update" else None,
                           park=self.parks, **self.gating)
+
+        if self.yoke is not None:
+            self.yoke.update(module, before, project)
+        else:
+            project()

@@ -20,7 +20,8 @@ class ProbePenalty(ReadsActivations):
     """A linear probe on activations flags rollouts; a flagged rollout's reward loses `penalty` (or is screened)."""
 
     def __init__(self, penalty: float = 1.0, threshold: float = 0.5, screen: bool = False, l2: float = 1e-2,
-                 layer: int | None = None, detector: Detector = "real", detector_seed: int | None = None):
+                 layer: int | None = None, detector: Detector = "real", detector_seed: int | None = None,
+                 yoked_to: str | None = None):
         """
         Args:
             penalty: what a flagged rollout loses (the pass reward by default: a flagged pass pays as a
@@ -34,8 +35,11 @@ class ProbePenalty(ReadsActivations):
             detector: real, or random (the placebo: a random probe at the same layer, its cut calibrated to
                 flag as many of the base policy's own rollouts at train start).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
+            yoked_to: a placebo's method run at the same seed: step by step it flags as many student rows and as
+                many teacher rows as the method acted on, those its probe scores highest (pgrpo/interventions/yoke.py);
+                None: its cut matched at train start.
         """
-        super().__init__(layer, detector, detector_seed)
+        super().__init__(layer, detector, detector_seed, yoked_to)
         if penalty < 0:
             raise ValueError(f"penalty={penalty}: must be >= 0 (it is subtracted)")
         if not 0 < threshold < 1:
@@ -55,7 +59,8 @@ class ProbePenalty(ReadsActivations):
         return fit_logistic(hack, clean, self.l2)
 
     def rewards(self, module: RunView, rewards: Tensor, packed, exploited) -> RewardEdit:
-        flagged = (self.scores(module, packed) > self.cut).view(rewards.shape).cpu()  # (P, G)
+        scores = self.scores(module, packed).view(rewards.shape).cpu()  # (P, G)
+        flagged = scores > self.cut if self.yoke is None else self.yoke.flags(module, scores)
         if self.screen:
             return RewardEdit(rewards, keep=~flagged, flagged=flagged)
         return RewardEdit(rewards - self.penalty * flagged.to(rewards.dtype), flagged=flagged)

@@ -19,6 +19,7 @@ from pgrpo.model.adapter import knobs_zeroed
 from pgrpo.directions.calibration import base_completions
 from pgrpo.directions.detectors import LinearDetector, accuracy, fit_detector, random_placebo
 from pgrpo.interventions.base import Intervention, RunView, run_seed
+from pgrpo.interventions.yoke import yoke_of
 from pgrpo.step.rollout import Packed
 
 Detector = Literal["real", "random"]
@@ -34,7 +35,8 @@ class ReadsActivations(Intervention, ABC):
         """The score above which the detector flags a completion (the placebo matches the real one's rate there)."""
         return 0.0
 
-    def __init__(self, layer: int | None = None, detector: Detector = "real", detector_seed: int | None = None):
+    def __init__(self, layer: int | None = None, detector: Detector = "real", detector_seed: int | None = None,
+                 yoked_to: str | None = None):
         """
         Args:
             layer: hidden states read (0: the embeddings, -1: the last layer); None: the decoder layer whose
@@ -42,12 +44,16 @@ class ReadsActivations(Intervention, ABC):
             detector: real (fitted on the hack/clean pairs) or random (the placebo: a random direction at the same
                 layer and weight norm, flagging as many of the base policy's own rollouts at train start).
             detector_seed: seed of the random placebo (None: the run's seed_everything).
+            yoked_to: a placebo's method run at the same seed, on as many of whose student and teacher rows it acts
+                step by step (pgrpo/interventions/yoke.py); None: matched at train start.
         """
         if detector not in ("real", "random"):
             raise ValueError(f"detector={detector!r}: expected real or random")
         self.layer = layer
         self.detector = detector
         self.detector_seed = detector_seed
+        self.yoked_to = yoked_to
+        self.yoke = yoke_of(self, yoked_to)
         self.fitted: LinearDetector | None = None
 
 
@@ -56,6 +62,8 @@ class ReadsActivations(Intervention, ABC):
         """(weight, bias) from standardised hack and clean features (n, d) each."""
 
     def prepare(self, module: RunView) -> None:
+        if self.yoke is not None:
+            self.yoke.scalars()
         hack, clean = pair_states(module.policy, module.adapter, module.tokenizer, module.extraction_pairs())
         fitted = fit_detector(hack, clean, module.extraction.n_heldout, self.fit, self.layer)
         rank_zero_info(f"{self.arm()}: detector at hidden state {fitted.layer} of {hack.shape[1] - 1}, held-out "

@@ -15,6 +15,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from pgrpo.directions.controls import Control, control_basis, is_control
 from pgrpo.directions.extraction import HackBasis, basis_overlap
 from pgrpo.interventions.base import Intervention, RunView, run_seed
+from pgrpo.interventions.yoke import yoke_of
 
 Source = Literal["real", "random", "shuffled", "nonhack"]
 
@@ -24,21 +25,26 @@ class ReadsV(Intervention):
 
     placebo_knob: ClassVar[str] = "v"
 
-    def __init__(self, v: Source = "real", v_seed: int | None = None):
+    def __init__(self, v: Source = "real", v_seed: int | None = None, yoked_to: str | None = None):
         """
         Args:
             v: the V it reads: real (extracted from hack/clean pairs), or a negative control matched to it in k
                 per module: random | shuffled | nonhack.
             v_seed: seed of the random control's rows (None: the run's seed_everything, so each seed of a sweep
                 draws its own).
+            yoked_to: a placebo's method run at the same seed (its directory), which it matches in strength step
+                by step (pgrpo/interventions/yoke.py); None: matched at train start.
         """
         if v not in ("real", "random", "shuffled", "nonhack"):
             raise ValueError(f"v={v!r}: expected real, random, shuffled or nonhack")
         self.v = v
         self.v_seed = v_seed
-
+        self.yoked_to = yoked_to
+        self.yoke = yoke_of(self, yoked_to)
 
     def basis(self, module: RunView, real: HackBasis) -> HackBasis:
+        if self.yoke is not None:
+            self.yoke.scalars()
         # a resumed run restored its control V from the checkpoint: never swapped twice
         if self.v == "real" or is_control(real):
             return real

@@ -123,6 +123,11 @@ def batch_stats(groups, students: Samples, grades: list[GradeResult], rows: Rows
     with the oracle (measured here, never handed back)."""
     stats = grading_stats(groups, grades, students.completions, students.clipped, rewards, zero_std)
     stats["intervention/rollout_rate"] = float(acted.float().mean())
+    # apart by role: what a yoked placebo of a rollout-level arm matches (pgrpo/interventions/yoke.py)
+    acted, student = acted.flatten().cpu(), rows.is_student.flatten().bool().cpu()
+    for role, rows_of in (("student", student), ("teacher", ~student)):
+        if rows_of.any():
+            stats[f"intervention/rollout_rate_{role}"] = float(acted[rows_of].float().mean())
     if flagged is not None:
         stats |= detector_stats(flagged, rows.exploited, rows.is_student)
     return stats

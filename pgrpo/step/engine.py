@@ -307,7 +307,7 @@ class GRPOStep:
         for key, rows_of in (("", live), ("_exploited", live & exploited), ("_clean", live & ~exploited)):
             if rows_of.any():
                 stats[f"intervention/advantage_weight{key}"] = float(weights[rows_of].mean())
-        return StepGrads(rows, grads.prompts, grads.prompt_is_student), stats
+        return StepGrads(rows, grads.prompts, grads.prompt_is_student, grads.live), stats
 
     # -- the optimizer step ----------------------------------------------------------------------
     def update(self, optimizer, ro: Rollouts, proj: dict[str, float]) -> Update:

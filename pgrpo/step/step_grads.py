@@ -20,6 +20,7 @@ class StepGrads:
     rows: dict[str, Tensor]  # (B, r) per module: each row's own part; skipped rows are zero
     prompts: dict[str, Tensor]  # (U, r) per module: each shared prompt's part (U = 0 without sharing)
     prompt_is_student: Tensor  # (U,) bool
+    live: Tensor  # (B,) bool: the rows backpropagated (those of groups with reward variance)
 
     @classmethod
     def from_forwards(cls, per_forward_row: dict[str, Tensor], batches: list[Tensor], n_rows: int,
@@ -44,7 +45,9 @@ class StepGrads:
             prompts[name] = torch.cat(prompt_parts) if prompt_parts else captured.new_zeros(0, captured.shape[1])
         device = next(iter(rows.values())).device if rows else index.device
         flags = torch.cat(prompt_parts_student) if prompt_parts_student else torch.zeros(0, dtype=torch.bool)
-        return cls(rows, prompts, flags.to(device))
+        live = torch.zeros(n_rows, dtype=torch.bool, device=device)
+        live[index.to(device)] = True
+        return cls(rows, prompts, flags.to(device), live)
 
     def split(self, is_student: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """(g_student, g_teacher) per module: (r,) sums of the student and of the teacher parts."""

@@ -1,6 +1,7 @@
 """`pgrpo sweep`: arms x seeds into named cells, finished cells skipped, interrupted ones resumed."""
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -765,3 +766,27 @@ def test_a_cell_kept_before_its_config_moved_into_a_folder_is_the_same_cell(tmp_
     main(args + ["--overrides", "[--trainer.max_steps=300]"])
     assert [cell_of(a) for a in again.calls] == ["vanilla/seed0", "random_v/seed0"]
     assert str(configs / "placebos" / "random_v.yaml") in again.calls[1]
+
+
+def test_a_yoked_placebo_runs_after_its_method_and_reads_its_run_at_the_same_seed(tmp_path, monkeypatch):
+    fake = FakeFit()
+    run_sweep(tmp_path, fake, monkeypatch, "--overrides", "[--trainer.max_steps=3]", arms="[random_v@erase, erase]")
+    assert [cell_of(a) for a in fake.calls] == ["erase/seed0", "erase/seed1", "random_v@erase/seed0",
+                                                "random_v@erase/seed1"]
+    placebo = fake.calls[2]
+    assert placebo[:3] == ["fit", "--config", str(REPO / "configs" / "placebos" / "random_v.yaml")]
+    assert f"--model.intervention.init_args.yoked_to={tmp_path / 'demo' / 'erase' / 'seed0'}" in placebo
+
+
+def test_a_yoked_placebo_whose_method_no_stage_runs_is_refused_naming_the_run(tmp_path, monkeypatch):
+    method = tmp_path / "demo" / "erase+no_teacher"
+    with pytest.raises(SystemExit, match=re.escape(f"yoked to its method's run {method}")):
+        run_sweep(tmp_path, FakeFit(), monkeypatch, arms="[random_v@erase+no_teacher]")
+
+
+def test_a_yoked_placebo_whose_method_failed_is_not_run(tmp_path, monkeypatch, capsys):
+    fake = FakeFit(fail={"erase"})
+    with pytest.raises(SystemExit):
+        run_sweep(tmp_path, fake, monkeypatch, "--overrides", "[--trainer.max_steps=3]", arms="[erase, random_v@erase]")
+    assert [cell_of(a) for a in fake.calls] == ["erase/seed0", "erase/seed1"]
+    assert f"its method's run {tmp_path / 'demo' / 'erase' / 'seed0'} did not finish" in capsys.readouterr().out

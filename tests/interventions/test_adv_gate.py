@@ -15,7 +15,7 @@ from pgrpo.step.step_grads import StepGrads
 def test_a_rollout_along_v_is_discounted_and_one_across_it_is_kept():
     V = torch.eye(4)[:1]  # hack axis 0 of r = 4
     rows = {"m": torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0]])}
-    grads = StepGrads(rows, {"m": torch.zeros(0, 4)}, torch.zeros(0, dtype=torch.bool))
+    grads = StepGrads(rows, {"m": torch.zeros(0, 4)}, torch.zeros(0, dtype=torch.bool), torch.ones(3, dtype=torch.bool))
     w = AdvGate().advantage_weights(SimpleNamespace(basis=HackBasis({"m": V}, {"m": torch.ones(1)})), grads)
     assert w[0] < 1e-4 and w[1] == pytest.approx(1.0, abs=1e-3) and w[2] == pytest.approx(1.0, abs=1e-3)
 

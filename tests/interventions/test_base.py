@@ -22,7 +22,7 @@ def test_every_intervention_round_trips_through_its_config():
 def test_a_config_names_the_class_by_its_file_and_arms_by_snake_case():
     assert Erase().config() == {"class_path": "pgrpo.interventions.erase.Erase", "init_args": {
         "gate": "no_gate", "overshoot": 1.0, "preserve_magnitude": False, "target": "grad",
-        "purge_adam_moments": False, "v": "real", "v_seed": None}}
+        "purge_adam_moments": False, "v": "real", "v_seed": None, "yoked_to": None}}
     assert [i.arm() for i in ALL] == ["vanilla", "erase", "route", "adv_gate", "gt_screen", "gt_penalty"]
 
 
@@ -32,6 +32,8 @@ def test_a_placebo_is_labelled_as_its_methods_placebo_and_names_what_it_reads():
                                 CleanSubspace(subspace="random"))] == [
         "erase placebo (v: random)", "adv_gate placebo (v: shuffled)", "probe_penalty placebo (detector: random)",
         "clean_subspace placebo (subspace: random)"]
+    assert Erase(v="random", yoked_to="logs/demo/erase/seed0").label() == (
+        "erase placebo (v: random, yoked to logs/demo/erase/seed0)")
     assert [i.label() for i in ALL] == [i.arm() for i in ALL] and not any(i.placebo for i in ALL)
 
 

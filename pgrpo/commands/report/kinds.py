@@ -64,6 +64,16 @@ def arm_kind(runs: list[Run]) -> str:
     return "/".join(sorted({run_kind(r.config) or "–" for r in runs}))
 
 
+def kind_label(runs: list[Run]) -> str:
+    """The arm's kind as its row shows it: a control says how it is matched in strength to its method, at train
+    start or yoked to its method's run step by step (pgrpo/interventions/yoke.py)."""
+    kind = arm_kind(runs)
+    if kind != "control":
+        return kind
+    yoked = {setting(r.config or {}, "model.intervention.init_args.yoked_to", None) is not None for r in runs}
+    return "/".join(f"control ({'yoked' if y else 'start-matched'})" for y in sorted(yoked))
+
+
 def held_out_mode(config: dict | None) -> str | None:
     """The loophole mode a leave-one-mode-out run built V without: the one mode missing from
     model.extraction.modes, if exactly one is."""

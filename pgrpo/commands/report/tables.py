@@ -3,7 +3,7 @@ the weak-detector table of leave-one-mode-out runs; and the sentence that says h
 
 import statistics
 
-from pgrpo.commands.report.kinds import arm_kind, lomo_role, placebos
+from pgrpo.commands.report.kinds import kind_label, lomo_role, placebos
 from pgrpo.commands.report.stats import (ACTIVE, END_PREFIXES, HACK, SOLVE, START, _present, active_rate, end_rate,
                                          hacked, idle_share, mean_std, paired_delta, placebo_gap, solve_gap,
                                          start_rate)
@@ -88,7 +88,7 @@ def arm_table(by_arm: dict[str, list[Run]], pairs: dict[str, str | None], honest
                     for group in (runs, by_arm.get(placebo))] if active else []
         if start:
             strength += [start_rate(runs), start_rate(by_arm[placebo]) if placebo else "–"]
-        row = [arm, arm_kind(runs), str(len(runs)), *ends, cells["hack"], cells["solve"], *deltas, gap, n_hacked,
+        row = [arm, kind_label(runs), str(len(runs)), *ends, cells["hack"], cells["solve"], *deltas, gap, n_hacked,
                beats, *strength, *[cells[c] for c, _ in columns[2:]]]
         rows.append(row)
     return header, rows

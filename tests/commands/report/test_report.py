@@ -13,7 +13,7 @@ from torch.utils.tensorboard import SummaryWriter
 from pgrpo.cli import main
 from pgrpo.env.problems import MODES
 from pgrpo.records.events import RENAMED_TAGS
-from pgrpo.commands.report.kinds import pick_honest, run_kind
+from pgrpo.commands.report.kinds import kind_label, pick_honest, run_kind
 from pgrpo.commands.report.stats import separated
 from pgrpo.records.events import HACK, KEPT_SCALARS, SOLVE, Run, find_runs, keep_scalars, load_config, read_scalars
 
@@ -673,3 +673,13 @@ def test_the_end_placebo_gap_pairs_the_end_hack_by_seed_and_the_tables_are_writt
     assert table(summary, "arm")["probe_penalty"]["end placebo gap"] == rows["probe_penalty"]["end placebo gap"]
     assert table((root / "report" / "arms.md").read_text(), "arm") == rows
     assert (root / "report" / "runs.md").read_text().startswith("| arm | seed | samples | hack |")
+
+
+def test_a_placebo_row_says_whether_it_is_matched_at_the_start_or_yoked_to_its_method():
+    def runs(**init_args) -> list[Run]:
+        chosen = {"class_path": "pgrpo.interventions.Erase", "init_args": init_args}
+        return [Run("arm", "seed0", Path("."), {}, {"model": {"intervention": chosen}})]
+
+    assert kind_label(runs(v="random")) == "control (start-matched)"
+    assert kind_label(runs(v="random", yoked_to="logs/demo/erase/seed0")) == "control (yoked)"
+    assert kind_label(runs()) == "method"
