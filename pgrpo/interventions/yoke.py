@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from pgrpo.records.events import read_scalars
+from pgrpo.records.events import HAD_GRADIENT, read_scalars
 from pgrpo.step.projection import removed_share
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 GRADIENT, UPDATE = "intervention/gradient_removed", "intervention/update_removed"
 DISCOUNT = "intervention/advantage_discount"
 STUDENT_ROWS, TEACHER_ROWS = "intervention/rollout_rate_student", "intervention/rollout_rate_teacher"
-STEP, HAD_GRADIENT = "loss", "hackward_share/gradient"  # logged at every step; only at a step with a gradient
+STEP = "loss"  # logged at every step (HAD_GRADIENT: only at a step with a gradient)
 
 
 class Yoke:

@@ -21,6 +21,9 @@ Scalars = dict[str, list[tuple[int, float]]]
 EVENTS = "events.out.tfevents.*"
 KEPT_SCALARS = "scalars.json.gz"  # a run's scalars where its event files are not kept (pgrpo sweep --results)
 HACK, SOLVE = "hack/student", "solve/student"
+# logged at exactly the steps whose backward reached the knobs: the step engine measures nothing on an idle step,
+# where every group had zero reward variance (its intervention/active_rate is then 0)
+HAD_GRADIENT = "hackward_share/gradient"
 
 # Tags as runs logged them before 2026-12-07, when their abbreviations were spelled out: a run read back (its event
 # files or its kept scalars) gives today's names, so a report reads old and new runs alike.

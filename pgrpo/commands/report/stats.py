@@ -4,14 +4,11 @@ t-intervals, the end-of-run evaluation's intervals, and how strongly an arm acte
 import math
 import statistics
 
-from pgrpo.records.events import HACK, SOLVE, Run, Scalars, tail_mean
+from pgrpo.records.events import HACK, HAD_GRADIENT, SOLVE, Run, Scalars, tail_mean
 from pgrpo.evaluation.intervals import t_interval, wilson
 
 # how strongly an arm acted at each step, and on the base policy's rollouts at train start (calibration.py)
 ACTIVE, START = "intervention/active_rate", "intervention/start_rate"
-# logged at exactly the steps whose backward reached the knobs (the step engine's `project` measures nothing on an
-# idle step, where every group had zero reward variance); active_rate is logged at every step, 0 on an idle one
-GRADIENT = "hackward_share/gradient"
 # the end-of-run evaluation's scalars (pgrpo/evaluation/end_eval.py), per split
 END_PREFIXES = {"train": "end/", "heldout": "end/heldout_"}
 
@@ -66,7 +63,7 @@ def active_rate(runs: list[Run]) -> str:
 def idle_share(runs: list[Run]) -> str:
     """The share of each run's steps that had no gradient, mean ± std over seeds."""
     return mean_std(_present(1 - len(_gradient_steps(r.scalars)) / len(r.scalars[ACTIVE])
-                             if r.scalars.get(ACTIVE) and GRADIENT in r.scalars else None for r in runs))
+                             if r.scalars.get(ACTIVE) and HAD_GRADIENT in r.scalars else None for r in runs))
 
 
 def start_rate(runs: list[Run]) -> str:
@@ -77,7 +74,7 @@ def start_rate(runs: list[Run]) -> str:
 
 def _gradient_steps(scalars: Scalars) -> set[int] | None:
     """The steps with a gradient; None for a run that does not say (its share never logged)."""
-    return {step for step, _ in scalars[GRADIENT]} if GRADIENT in scalars else None
+    return {step for step, _ in scalars[HAD_GRADIENT]} if HAD_GRADIENT in scalars else None
 
 
 def _mean_at(scalars: Scalars, tag: str, steps: set[int] | None = None) -> float | None:

@@ -173,8 +173,8 @@ def test_zero_variance_groups_are_skipped(grpo):
 
 def test_all_flat_groups_backpropagate_nothing_and_projection_is_skipped(grpo):
     """`pgrpo report` tells an idle step by this: the gradient's hack-ward share is logged on a step with a
-    gradient, never on one without (its strength is read on the former: stats.GRADIENT)."""
-    from pgrpo.commands.report.stats import GRADIENT
+    gradient, never on one without (its strength is read on the former: events.HAD_GRADIENT)."""
+    from pgrpo.records.events import HAD_GRADIENT
 
     ro = rollouts([[0.25, 0.25, 0.25, 0.25]], n_student=4)
     for m in grpo.adapter.values():
@@ -184,7 +184,7 @@ def test_all_flat_groups_backpropagate_nothing_and_projection_is_skipped(grpo):
     assert grpo.engine.project(grads, ro) == {}
     live = rollouts([[0.0, 1.25, 0.0, 0.0]], n_student=3)
     _, _, grads = grpo.engine.backward(live)
-    assert GRADIENT in grpo.engine.project(grads, live)
+    assert HAD_GRADIENT in grpo.engine.project(grads, live)
 
 
 def test_non_finite_loss_stops_the_run_naming_the_step(grpo, monkeypatch):
