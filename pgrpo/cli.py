@@ -21,7 +21,7 @@ TOOLS = {
     "report": "pgrpo.commands.report:report", "build-base": "pgrpo.commands.build_base:build_base",
     "export": "pgrpo.commands.export:export", "eval": "pgrpo.commands.eval:eval_checkpoint",
     "transfer": "pgrpo.commands.transfer:transfer", "bench": "benchmarks.bench:bench",
-    "prime": "pgrpo.commands.prime:prime",
+    "prime": "pgrpo.commands.prime:prime", "measure-v": "pgrpo.commands.measure_v:measure_v",
 }
 # tools whose required arguments are positional (`pgrpo report LOGDIR`); the others take options only
 POSITIONAL_TOOLS = {"report", "export"}

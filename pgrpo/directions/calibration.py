@@ -29,9 +29,10 @@ if TYPE_CHECKING:  # the interventions import this module
 ROLLOUTS, SEED = 128, 1234  # a rate to within about 1/128
 
 
-def base_groups(module: "RunView") -> list[PromptGroup]:
-    """The first training problems, each with the run's own student samples per group, about ROLLOUTS in all."""
-    problems = module.train_problems[:math.ceil(ROLLOUTS / module.n_student)]
+def base_groups(module: "RunView", n_rollouts: int = ROLLOUTS) -> list[PromptGroup]:
+    """The first training problems, each with the run's own student samples per group, about n_rollouts in all
+    (at most every training problem once)."""
+    problems = module.train_problems[:math.ceil(n_rollouts / module.n_student)]
     return [PromptGroup(p, render_chat(module.tokenizer, build_messages(p)), [], module.n_student) for p in problems]
 
 
@@ -44,19 +45,31 @@ def base_completions(module: "RunView") -> Packed:
     return pack(samples.prompt_ids, samples.completions, module.tokenizer.pad_token_id).to(module.device)
 
 
-def base_rollout_grads(module: "RunView") -> dict[str, Tensor]:
-    """Each live base rollout's own knob gradient (B_live, r) per module, as the step computes it: sampled,
-    rewarded by the training grader, group-normalised, one backward under the base (knobs zeroed). The knobs'
-    .grad are left empty."""
-    groups = base_groups(module)
-    with seeded(SEED, module.device), knobs_zeroed(module.adapter):
+def base_rollouts(module: "RunView", n_rollouts: int = ROLLOUTS,
+                  seed: int = SEED) -> tuple[Rollouts, dict[str, Tensor]]:
+    """The base policy's rollouts as the step makes them (sampled, rewarded by the training grader,
+    group-normalised, one backward under the base, knobs zeroed) and each row's own knob gradient (B, r) per
+    module, zero on the rows of groups without reward variance. The knobs' .grad are left empty."""
+    groups = base_groups(module, n_rollouts)
+    with seeded(seed, module.device), knobs_zeroed(module.adapter):
         samples = module.sampler.sample(groups)
         ro: Rollouts = module.engine.assemble(groups, samples, module.sampler.grade(groups, samples))
         grads = module.engine.backward(ro).grads
     for m in module.adapter.values():
         m.delta_s.grad = m.delta_s_hack.grad = None
-    live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1])
-    return {name: rows[live.to(rows.device)] for name, rows in grads.rows.items()}
+    return ro, grads.rows
+
+
+def live_rows(ro: Rollouts) -> Tensor:
+    """(B,) bool: the rows of groups with reward variance, the only ones the step backpropagates."""
+    return (~ro.zero_std).repeat_interleave(ro.rewards.shape[1])
+
+
+def base_rollout_grads(module: "RunView") -> dict[str, Tensor]:
+    """Each live base rollout's own knob gradient (B_live, r) per module, as the step computes it (`base_rollouts`)."""
+    ro, rows = base_rollouts(module)
+    live = live_rows(ro)
+    return {name: grads[live.to(grads.device)] for name, grads in rows.items()}
 
 
 def base_gradient(module: "RunView") -> dict[str, Tensor]:

@@ -1,5 +1,5 @@
 """95% intervals, as EVIDENCE.md asks for every number: Wilson's for one run's rate, Student's t over seeds,
-Newcombe's for the difference of two runs' rates."""
+Newcombe's for the difference of two runs' rates, Hanley and McNeil's for an AUROC."""
 
 import math
 import statistics
@@ -39,3 +39,24 @@ def newcombe(a: int, n: int, b: int, m: int) -> tuple[float, float]:
     p, q = a / n, b / m
     (p_lo, p_hi), (q_lo, q_hi) = wilson(a, n), wilson(b, m)
     return p - q - math.hypot(p - p_lo, q_hi - q), p - q + math.hypot(p_hi - p, q - q_lo)
+
+
+def auroc(positive: list[float], negative: list[float]) -> float:
+    """The area under the ROC curve of a score that should rank `positive` above `negative`: the share of
+    (positive, negative) pairs it orders right, a tie counting half (Mann-Whitney's U / n₊n₋). 0.5 is chance."""
+    if not positive or not negative:
+        raise ValueError(f"an AUROC needs both classes, got {len(positive)} positive and {len(negative)} negative")
+    right = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return right / (len(positive) * len(negative))
+
+
+def hanley_mcneil(area: float, n_positive: int, n_negative: int) -> tuple[float, float]:
+    """The 95% interval of an AUROC from its standard error (Hanley and McNeil, 1982), kept inside [0, 1]. At an
+    area of 0 or 1 its standard error is 0: with few samples of a class read the counts beside it."""
+    if n_positive < 1 or n_negative < 1:
+        raise ValueError(f"an AUROC over {n_positive} positive and {n_negative} negative samples has no interval")
+    q1, q2 = area / (2 - area), 2 * area * area / (1 + area)
+    variance = (area * (1 - area) + (n_positive - 1) * (q1 - area * area)
+                + (n_negative - 1) * (q2 - area * area)) / (n_positive * n_negative)
+    half = Z975 * math.sqrt(max(variance, 0.0))
+    return max(0.0, area - half), min(1.0, area + half)
