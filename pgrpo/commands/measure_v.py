@@ -85,7 +85,8 @@ def measure_v(model: str = "embedded", rollouts: int = 128, null_draws: int = 8,
     module.configure_model()
     data.setup("fit")
     trainer.strategy.connect(module)  # the step's backward goes through the trainer's strategy, as in a fit
-    module.trainer, trainer.datamodule = trainer, data
+    module.trainer = trainer
+    trainer.datamodule = data  # type: ignore[attr-defined]  # as Trainer.fit attaches it (a plain attribute)
     basis = module.extract_basis(data.extraction_problems)
     nulls = null_bases(basis, null_draws)
 

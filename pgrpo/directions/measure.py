@@ -62,17 +62,14 @@ def null_bases(basis: HackBasis, draws: int) -> list[HackBasis]:
 
 def captured_share(vectors: Mapping[str, Tensor], basis: HackBasis) -> Tensor:
     """‖P_V g‖ / ‖g‖ of each row of (n, r) vectors, pooled over V's modules: the cosine of g with span(V) (n,)."""
-    inside = total = 0
-    for name, rows in basis.V.items():
-        g = vectors[name].float()
-        inside = inside + (g @ rows.to(g).T).pow(2).sum(1)
-        total = total + g.pow(2).sum(1)
-    return (inside / total.clamp(min=TINY)).sqrt()
+    inside = torch.stack([(vectors[n].float() @ rows.to(vectors[n].device, torch.float32).T).pow(2).sum(1)
+                          for n, rows in basis.V.items()]).sum(0)
+    return (inside / pooled_norm(vectors, basis).pow(2).clamp(min=TINY)).sqrt()
 
 
 def pooled_norm(vectors: Mapping[str, Tensor], basis: HackBasis) -> Tensor:
     """‖g‖ of each row over V's modules (n,)."""
-    return sum(vectors[name].float().pow(2).sum(1) for name in basis.V).sqrt()
+    return torch.stack([vectors[name].float().pow(2).sum(1) for name in basis.V]).sum(0).sqrt()
 
 
 @dataclass
@@ -291,7 +288,8 @@ def kept_lines(kept: dict | None) -> list[str]:
                   f"`{kept['results']}`: mean over seeds of each {kept['window']}-step window's mean over the steps "
                   f"that logged it; in brackets a random direction's, `{SHARE_NULL}`)", "",
                   "| arm | seeds | " + " | ".join(f"steps {lo}–{hi}" for lo, hi in windows)
-                  + " | last window − honest's | per-rollout share, exploited / clean | ⟨V, δS⟩ at the last step, mean |",
+                  + " | last window − honest's | per-rollout share, exploited / clean "
+                  "| ⟨V, δS⟩ at the last step, mean |",
                   "|---|---|" + "---|" * len(windows) + "---|---|---|"]
         for a in arms:
             cells = [f"{_fmt(share)} ({_fmt(null)})" for share, null in zip(a["share"], a["null"])]

@@ -140,8 +140,8 @@ def test_the_tables_state_the_sign_and_set_each_arm_beside_honest(tmp_path):
 # -- the sign ---------------------------------------------------------------------------------------------------
 
 # a sentence of the docs that reads the sign of ⟨V, δS⟩: its comparison (or "positive"/"negative") and its reading
-SIGN_SENTENCE = re.compile(r"⟨V, ?δS⟩ *(<|>|below zero|above zero)? *0?[^.|⟨]{0,30}?(?:(positive|negative)[^.|⟨]{0,12}?)?"
-                           r"(?:is |means |: )?(hack-ward|away from hack)")
+SIGN_SENTENCE = re.compile(r"⟨V, ?δS⟩ *(<|>|below zero|above zero)? *0?[^.|⟨]{0,30}?"
+                           r"(?:(positive|negative)[^.|⟨]{0,12}?)?(?:is |means |: )?(hack-ward|away from hack)")
 
 
 def hackward_sign(match: re.Match) -> str | None:
