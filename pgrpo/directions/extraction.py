@@ -316,6 +316,15 @@ def basis_cache_key(
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def uniform_rows(gaussian: Tensor) -> Tensor:
+    """The orthonormal rows (n, r) that span a Gaussian (r, n) draw's columns, uniformly oriented: Q of its QR, each
+    column signed by R's diagonal. Without the signs a Householder QR (LAPACK's) gives row i a negative i-th
+    coordinate in most draws (row 0 in every one), and what reads a row's sign (a hack-ward share, a one-sided gate,
+    adv_gate's weights) would read that bias, not a random direction."""
+    q, upper = torch.linalg.qr(gaussian)
+    return (q * torch.sign(torch.diagonal(upper))).T
+
+
 def random_rows_like(like: dict[str, tuple[Tensor, Tensor]], seed: int,
                      scale: float = 1.0) -> dict[str, tuple[Tensor, Tensor]]:
     """Per module, round(scale · k) random orthonormal rows (at least one, at most r) in place of `like`'s rows
@@ -327,8 +336,8 @@ def random_rows_like(like: dict[str, tuple[Tensor, Tensor]], seed: int,
     for name, (rows, values) in sorted(like.items()):
         k, r = rows.shape
         n = min(r, max(1, round(k * scale)))
-        q, _ = torch.linalg.qr(torch.randn(r, r, generator=generator))
-        out[name] = (q.T[:n].contiguous(), values[torch.arange(n) * k // n].clone())
+        out[name] = (uniform_rows(torch.randn(r, r, generator=generator))[:n].contiguous(),
+                     values[torch.arange(n) * k // n].clone())
     return out
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from pgrpo.directions.calibration import base_rollouts, live_rows
-from pgrpo.directions.extraction import HackBasis, nll_grads
+from pgrpo.directions.extraction import HackBasis, nll_grads, uniform_rows
 from pgrpo.evaluation.intervals import auroc, hanley_mcneil
 from pgrpo.records.cache import announce
 from pgrpo.records.events import find_runs, run_length
@@ -36,12 +36,8 @@ def knob_reading(along: float) -> str:
 
 
 def null_bases(basis: HackBasis, draws: int) -> list[HackBasis]:
-    """`draws` random subspaces with V's k in every module, uniformly drawn (seeds 0..draws-1): the null beside
-    each figure.
-
-    Not `random_basis_like`'s rows: a Householder QR (LAPACK's) gives the first columns of Q a sign set by the
-    pivot, so its row i has a negative i-th coordinate in most draws (row 0 in every one), and a hack-ward share
-    reads the rows' signs. Here each Q column takes the sign of R's diagonal, which makes the frame uniform."""
+    """`draws` random subspaces with V's k in every module, uniformly drawn and oriented (seeds 0..draws-1;
+    `uniform_rows`): the null beside each figure."""
     if draws < 1:
         raise ValueError(f"null_draws={draws}: a null needs at least one random subspace")
     out = []
@@ -50,8 +46,7 @@ def null_bases(basis: HackBasis, draws: int) -> list[HackBasis]:
         V = {}
         for name, rows in sorted(basis.V.items()):
             k, r = rows.shape
-            q, upper = torch.linalg.qr(torch.randn(r, k, generator=generator))
-            V[name] = (q * torch.sign(torch.diagonal(upper))).T.contiguous().to(rows)
+            V[name] = uniform_rows(torch.randn(r, k, generator=generator)).contiguous().to(rows)
         out.append(HackBasis(V, {name: s.clone() for name, s in basis.sigma.items()},
                              {**basis.meta, "control": "uniform", "control_seed": str(seed)}))
     return out
