@@ -60,15 +60,10 @@ def base_rollouts(module: "RunView", n_rollouts: int = ROLLOUTS,
     return ro, grads.rows
 
 
-def live_rows(ro: Rollouts) -> Tensor:
-    """(B,) bool: the rows of groups with reward variance, the only ones the step backpropagates."""
-    return (~ro.zero_std).repeat_interleave(ro.rewards.shape[1])
-
-
 def base_rollout_grads(module: "RunView") -> dict[str, Tensor]:
     """Each live base rollout's own knob gradient (B_live, r) per module, as the step computes it (`base_rollouts`)."""
     ro, rows = base_rollouts(module)
-    live = live_rows(ro)
+    live = ro.live()
     return {name: grads[live.to(grads.device)] for name, grads in rows.items()}
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from pgrpo.directions.calibration import base_rollouts, live_rows
+from pgrpo.directions.calibration import base_rollouts
 from pgrpo.directions.extraction import HackBasis, nll_grads, uniform_rows
 from pgrpo.evaluation.intervals import auroc, hanley_mcneil
 from pgrpo.records.cache import announce
@@ -126,7 +126,7 @@ def sample_base_rollouts(module, n_rollouts: int, seed: int) -> BaseRollouts:
         nll = nll_grads(module.policy, module.adapter, packed.input_ids, packed.attention_mask,
                         packed.completion_mask, cfg.normalize, cfg.fixed_denominator, cfg.batch_size,
                         temperature=module.generation.temperature)
-        parts.append((ro.exploited.cpu(), live_rows(ro).cpu(), {n: r.cpu() for n, r in rows.items()},
+        parts.append((ro.exploited.cpu(), ro.live().cpu(), {n: r.cpu() for n, r in rows.items()},
                       {n: r.cpu() for n, r in nll.items()}))
     return BaseRollouts(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]),
                         {n: torch.cat([p[2][n] for p in parts]) for n in parts[0][2]},

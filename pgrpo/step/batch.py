@@ -49,6 +49,10 @@ class Rollouts:
     stats: dict[str, float]  # grading / generation numbers of this batch
     samples: list[dict]  # a few student completions with their grades, for the text log
 
+    def live(self) -> Tensor:
+        """(B,) bool: the rows of groups with reward variance, the only ones the step backpropagates."""
+        return (~self.zero_std).repeat_interleave(self.rewards.shape[1])
+
     def tensors(self) -> dict[str, Tensor | None]:
         """What the loss needs of the batch, as plain tensors (a checkpoint mid-cycle); numbers were logged."""
         return {"input_ids": self.packed.input_ids, "attention_mask": self.packed.attention_mask,
@@ -175,7 +179,7 @@ def grading_stats(groups, grades, completions, clipped, rewards: Tensor, zero_st
 
 def rollout_overlap_stats(row_share: Tensor, ro: Rollouts) -> dict[str, float]:
     """Does a rollout's own gradient point along V more when it exploited? (live rows only)"""
-    live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(row_share.device)
+    live = ro.live().to(row_share.device)
     share, hacked = row_share[live], ro.exploited[live].float()
     stats = {}
     if hacked.any():

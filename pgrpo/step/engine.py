@@ -149,8 +149,7 @@ class GRPOStep:
     def backward(self, ro: Rollouts) -> Backward:
         """Loss over the rows that carry signal, one backward, per-row knob gradients captured on the way."""
         host, device = self.host, self.host.device
-        group_size = ro.rewards.shape[1]
-        live = (~ro.zero_std).repeat_interleave(group_size).to(device)  # zero-variance groups are skipped
+        live = ro.live().to(device)  # zero-variance groups are skipped
         index = live.nonzero().flatten()
         total_rows = ro.rewards.numel()  # Dr.GRPO's fixed denominator counts every row of the step
         loss_sum, stats_sum = torch.zeros((), device=device), dict[str, float]()
@@ -301,7 +300,7 @@ class GRPOStep:
         all_reduce_mean_(list(summed.values()))  # the global batch's weighted gradient, as DDP's mean
         for name, m in self.host.adapter.items():
             knob_grad(m).copy_(summed[name])
-        live = (~ro.zero_std).repeat_interleave(ro.rewards.shape[1]).to(weights.device)
+        live = ro.live().to(weights.device)
         exploited = ro.exploited.to(weights.device)
         stats = {}
         for key, rows_of in (("", live), ("_exploited", live & exploited), ("_clean", live & ~exploited)):
