@@ -117,6 +117,7 @@ class ProjectedGRPO(L.LightningModule):
         self.policy: torch.nn.Module | None = None  # loaded by configure_model
         self.basis: HackBasis | None = None
         self._rollouts: Rollouts | None = None
+        self._step_being_trained: int | None = None  # inside training_step: the step its numbers are logged at
         self.sampler: Sampler | None = None  # built with the policy
         # the step itself, which knows no Lightning: backward through the strategy (precision, DDP), and no DDP
         # sync per micro-batch (the knob gradients are all-reduced once, after the last)
@@ -226,8 +227,16 @@ class ProjectedGRPO(L.LightningModule):
         return [opt], [warmup_schedule(opt, self.optim.warmup_steps)]
 
     # -- the step --------------------------------------------------------------------------------
+    @property
+    @override
+    def global_step(self) -> int:
+        """The step being trained, as RunView means it. Lightning's count moves on as the optimizer steps, so inside
+        a training step, after that (the update hooks), it is one ahead of the step the numbers are logged at."""
+        return super().global_step if self._step_being_trained is None else self._step_being_trained
+
     @override
     def training_step(self, batch: list[PromptGroup], batch_idx: int) -> dict:
+        self._step_being_trained = self.trainer.global_step
         timer, engine = _Timer(), self.engine
         # with num_iterations > 1 a generated batch serves that many optimizer steps; its rollout numbers are
         # logged once, at the step that generated it, so no generation counts more than once in a curve
@@ -259,6 +268,10 @@ class ProjectedGRPO(L.LightningModule):
             "samples": ro.samples if fresh else [],
         }
 
+    @override
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        self._step_being_trained = None
+
     def _no_sync(self) -> AbstractContextManager:
         return getattr(self.trainer.strategy, "block_backward_sync", nullcontext)()
 
@@ -273,7 +286,7 @@ class ProjectedGRPO(L.LightningModule):
         checkpoint["pgrpo_basis"] = {"V": host.V, "sigma": host.sigma, "meta": host.meta}
         if "optimizer_states" in checkpoint:  # new containers: the live optimizer keeps its device state
             checkpoint["optimizer_states"] = move_data_to_device(checkpoint["optimizer_states"], "cpu")
-        if self._rollouts is not None and self.global_step % self.engine.config.num_iterations:
+        if self._rollouts is not None and self.trainer.global_step % self.engine.config.num_iterations:
             # inside a num_iterations cycle the next steps reuse this batch: a resume must not regenerate it
             checkpoint["pgrpo_rollouts"] = move_data_to_device(self._rollouts.tensors(), "cpu")
         # plain tuples and tensors only, so Lightning's weights_only checkpoint loading accepts them
