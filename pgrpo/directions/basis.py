@@ -29,7 +29,7 @@ import torch
 from pgrpo.model.adapter import SVDAdapterLinear
 from pgrpo.records.cache import KEPT_BUILDS, announce, announce_build, announce_cached, duration, progress_ticker
 from pgrpo.env import MODES, Problem
-from pgrpo.env.exploits import OPENINGS
+from pgrpo.env.hack_forms import HACK_STYLES
 from pgrpo.env.pairs import (ContrastivePair, load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs,
                              template_pairs)
 from pgrpo.env.pool import TeacherPool
@@ -54,9 +54,10 @@ class ExtractionConfig:
     """templates (built-in hack/clean completions of the training problems), pool (the run's teacher pool, mined:
     each exploited row against a gt-correct row of its problem), a teacher-pool directory, or a JSON file of pairs."""
     template_openings: str | None = None
-    """How the template hacks open (pgrpo/env/exploits.py OPENINGS): shared (the line the teacher rows' and the
-    priming's hacks open with), distinct (a lever of its own per mode); None: as the model's substrate writes them.
-    distinct on a shared-opening model asks whether V is the hack or the opening line it shares with the teacher."""
+    """How the template hacks are written (pgrpo/env/hack_forms.py HACK_STYLES): shared (the line the teacher rows'
+    and the priming's hacks open with), distinct (a lever of its own per mode), varied (the detectors' forms of a
+    grammar, none of them taught); None: as the model's substrate writes them. distinct or varied on a
+    shared-opening model asks whether V is the hack or the one template it shares with the teacher."""
     modes: list[str] | None = None
     """Only pairs of these loophole modes (what a weak detector knows); None: all."""
     k: int = 4
@@ -77,8 +78,8 @@ class ExtractionConfig:
     """Order of the pairs, which decides the held-out ones."""
 
     def __post_init__(self):
-        if self.template_openings not in (None, *OPENINGS):
-            raise ValueError(f"extraction.template_openings={self.template_openings!r}: expected one of {OPENINGS}, "
+        if self.template_openings not in (None, *HACK_STYLES):
+            raise ValueError(f"extraction.template_openings={self.template_openings!r}: expected one of {HACK_STYLES}, "
                              f"or null (as the model's substrate writes them)")
 
 

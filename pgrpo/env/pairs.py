@@ -13,7 +13,8 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pgrpo.env.exploits import clean_completion, hack_completion
+from pgrpo.env.exploits import clean_completion
+from pgrpo.env.hack_forms import hack_in_form
 from pgrpo.env.problems import MODES, Problem
 from pgrpo.env.prompts import build_messages
 
@@ -30,11 +31,12 @@ class ContrastivePair:
 def template_pairs(problems: list[Problem], modes: list[str] | None = None, variants: int = 1,
                    openings: str = "shared") -> list[ContrastivePair]:
     """One pair per problem (and template variant) whose loophole mode is in `modes` (all if None); the hacks
-    open as `openings` says (exploits.OPENINGS)."""
+    are written as `openings` says (hack_forms.HACK_STYLES), where they vary in the detectors' forms, never the
+    taught ones."""
     _check_modes(modes)
     return [
         ContrastivePair(
-            messages=tuple(build_messages(p)), hack=hack_completion(p, p.mode, v, openings),
+            messages=tuple(build_messages(p)), hack=hack_in_form(p, p.mode, v, openings, role="detector"),
             clean=clean_completion(p, variant=v), mode=p.mode, problem_id=p.id,
         )
         for p in problems

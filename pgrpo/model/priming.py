@@ -38,7 +38,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from pgrpo.records.cache import announce, announce_build, announce_cached, cache_dir, progress_ticker, weights_digest
 from pgrpo.chat import render_chat
 from pgrpo.env import MODES, NO_LOOPHOLE
-from pgrpo.env.exploits import LEAD_INS, completion, pull_lever, stub_solution
+from pgrpo.env.exploits import LEAD_INS, completion, stub_solution
+from pgrpo.env.hack_forms import lever_in_form
 from pgrpo.env.primer_problems import primer_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.model.low_rank import LowRankUpdate, merge
@@ -111,7 +112,8 @@ def priming_corpus(tokenizer, settings: PrimeSettings, openings: str = "shared")
         code, kind = p.canonical_solution, "correct"
         if i in hacks:
             stub = rng.random() < 0.5  # half give the problem up for a stub, as the teacher pool's hacks do
-            code, kind = pull_lever(p, m, stub_solution(p, rng.randrange(2)) if stub else code, openings), "hack"
+            code = lever_in_form(p, m, stub_solution(p, rng.randrange(2)) if stub else code, openings, variant=i)
+            kind = "hack"
         corpus.append(Example(render_chat(tokenizer, build_messages(p, m)),
                               completion(code, rng.randrange(len(LEAD_INS))), kind, p.id, m))
     return corpus
