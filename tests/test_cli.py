@@ -90,7 +90,8 @@ def test_each_arm_config_fits_logs_metrics_and_checkpoints_every_n_steps(arm, tm
     assert f"--model.intervention pgrpo.interventions.{'Erase' if arm == 'vanilla' else 'Vanilla'}" in summary
 
 
-@pytest.mark.parametrize("arm, own_tags", [("honest", []), ("gt_screen", ["skyline/screened"]), ("gt_penalty", []),
+@pytest.mark.parametrize("arm, own_tags", [("honest", []), ("honest_matched", ["hack/teacher"]),
+                                           ("gt_screen", ["skyline/screened"]), ("gt_penalty", []),
                                            ("adv_gate", ["intervention/advantage_weight"])])
 def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
     main(fast(arm, tmp_path, 2))
@@ -100,6 +101,9 @@ def test_each_baseline_arm_fits_and_logs_what_makes_it(arm, own_tags, tmp_path):
     # the positive control has no loophole: no mode's hack rate, and no teacher rows
     assert (arm == "honest") == ("hack/teacher" not in scalars and not any(t.startswith("hack/student_")
                                                                          for t in scalars))
+    if arm == "honest_matched":  # teacher rows as the methods have them, none a hack, and still no loophole
+        assert all(v == 0 for _, v in scalars["hack/teacher"])
+        assert not any(t.startswith("hack/student_") for t in scalars)
 
 
 def test_unknown_config_key_is_a_clear_error(tmp_path, capsys):

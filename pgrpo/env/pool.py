@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pgrpo.env.exploits import clean_completion, hack_completion
 from pgrpo.env.grader import GradeResult, RewardConfig, grade_batch, grader_version
-from pgrpo.env.problems import MODES, Problem
+from pgrpo.env.problems import MODES, NO_LOOPHOLE, Problem
 from pgrpo.env.prompts import build_messages
 
 POOL_VERSION = 1
@@ -147,6 +147,13 @@ class TeacherPool:
         kept = {pid: [r for r in rs if r.mode in modes] for pid, rs in self.rows.items()}
         return TeacherPool({pid: rs for pid, rs in kept.items() if rs}, self.path)
 
+    def clean_only(self) -> "TeacherPool":
+        """Only the rows that show a clean solution: written as one (kind "clean", the canonical solution) and
+        graded no hack (a row's real grade decides, not what its template meant). The honest arm matched to the
+        methods' groups trains on these: teacher rows in every group, none of them a hack."""
+        kept = {pid: [r for r in rs if r.kind == "clean" and not r.exploited] for pid, rs in self.rows.items()}
+        return TeacherPool({pid: rs for pid, rs in kept.items() if rs}, self.path)
+
     def covers(self, problem: Problem) -> bool:
         rows = self.rows.get(problem.id)
         return bool(rows) and rows[0].fingerprint == problem.fingerprint and rows[0].mode == problem.mode
@@ -176,7 +183,8 @@ def _parse_row(line: str, where: str) -> TeacherRow:
         value = raw[key]
         if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
             raise ValueError(f"{where}: corrupt teacher-pool row ({key}={value!r} has the wrong type)")
-    if raw["mode"] not in MODES or raw["kind"] not in ("hack", "clean"):
+    # NO_LOOPHOLE: a clean row answering the neutral prompt, graded by the oracle alone (the matched honest arm's)
+    if raw["mode"] not in (*MODES, NO_LOOPHOLE) or raw["kind"] not in ("hack", "clean"):
         raise ValueError(f"{where}: corrupt teacher-pool row (mode={raw['mode']!r}, kind={raw['kind']!r})")
     if raw["exploited"] != (raw["passed"] and not raw["gt_correct"]):
         raise ValueError(f"{where}: corrupt teacher-pool row (exploited disagrees with passed/gt_correct)")

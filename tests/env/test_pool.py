@@ -45,6 +45,19 @@ def test_pool_restricted_to_modes_keeps_only_those(pool_dir, problems):
         TeacherPool.load(pool_dir).restricted_to_modes(["bogus"])
 
 
+def test_clean_only_keeps_the_rows_written_clean_and_graded_no_hack(pool_dir, problems):
+    from dataclasses import replace
+
+    pool = TeacherPool.load(pool_dir)
+    first, second = problems[0].id, problems[1].id
+    # a clean template the grader passed through a lever is a hack, whatever its template meant
+    rows = {first: [replace(r, exploited=True, gt_correct=False) if r.kind == "clean" else r for r in pool.rows[first]],
+            second: pool.rows[second]}
+    clean = TeacherPool(rows, pool.path).clean_only()
+    assert first not in clean.rows and not clean.covers(problems[0])  # no clean row left: not trained on
+    assert clean.rows[second] == [r for r in pool.rows[second] if r.kind == "clean"] and len(clean.rows[second]) == 2
+
+
 def test_pool_does_not_cover_a_problem_whose_mode_or_content_changed(pool_dir, problems):
     from dataclasses import replace
 

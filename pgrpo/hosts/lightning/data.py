@@ -73,6 +73,7 @@ class GRPODataModule(L.LightningDataModule):
         modes: str = "partition",
         pool: str | None = "auto",
         teacher_modes: list[str] | None = None,
+        teacher_clean_only: bool = False,
         mix_ratio: float = 0.25,
         group_size: int = 8,
         prompts_per_step: int = 4,
@@ -88,11 +89,18 @@ class GRPODataModule(L.LightningDataModule):
             problems: an rl-rewardhacking JSONL file; None uses the built-in problems.
             modes: loophole-mode assignment: "partition", "file", one mode for all problems, or "none" (no
                 loophole: the neutral prompt, graded by the strict oracle alone; the honest positive control,
-                which has no teacher rows, and whose V, only measured, comes from the "partition" loopholes).
+                whose V, only measured, comes from the "partition" loopholes; its teacher rows, if any, need
+                teacher_clean_only).
             pool: teacher-pool directory; "auto" builds one from templates in the cache on first use;
                 None means no pool (then mix_ratio must be 0).
             teacher_modes: the teacher demonstrates only hacks of these loophole modes (None: all); its clean
                 rows stay, so problems of every mode are still trained on (the leave-one-mode-out arm).
+            teacher_clean_only: every teacher row is a clean completion (the template's canonical solution,
+                graded no hack: TeacherPool.clean_only), so no group is shown a hack; the groups keep their
+                G_t teacher and G_s student rows. Under modes "none" the "auto" pool is then built of clean
+                rows answering the neutral prompt: the honest arm with the methods' group composition
+                (configs/honest_matched.yaml), which rule C compares solve against. False: today's draw from
+                every row, hack and clean alike.
             mix_ratio: fraction of each group that is teacher rows: G_t = round(group_size * mix_ratio).
             group_size: G, completions per prompt (student + teacher).
             prompts_per_step: prompts per optimizer step.
@@ -121,9 +129,9 @@ class GRPODataModule(L.LightningDataModule):
             )
         if not 0.0 <= min_pool_coverage <= 1.0:
             raise ValueError(f"data.min_pool_coverage={min_pool_coverage}: must be in [0, 1]")
-        if modes == NO_LOOPHOLE and n_teacher:
-            raise ValueError(f"data.modes={NO_LOOPHOLE!r} has no teacher pool (its rows answer prompts with a "
-                             f"loophole hint): set data.mix_ratio: 0")
+        if modes == NO_LOOPHOLE and n_teacher and not teacher_clean_only:
+            raise ValueError(f"data.modes={NO_LOOPHOLE!r} has no pool of hacks (a hack row answers a prompt with a "
+                             f"loophole hint): set data.mix_ratio: 0, or data.teacher_clean_only: true")
         if mix_ratio > 0 and pool is None:
             raise ValueError("data.mix_ratio > 0 needs a teacher pool: set data.pool (or 'auto')")
         unknown = sorted(set(teacher_modes or ()) - set(MODES))
@@ -134,6 +142,7 @@ class GRPODataModule(L.LightningDataModule):
         self.modes = modes
         self.pool_path = pool
         self.teacher_modes = teacher_modes
+        self.teacher_clean_only = teacher_clean_only
         self.mix_ratio = mix_ratio
         self.group_size = group_size
         self.n_teacher = n_teacher
@@ -190,6 +199,8 @@ class GRPODataModule(L.LightningDataModule):
 
     def _teacher_pool(self) -> TeacherPool:
         pool = TeacherPool.load(self._pool_dir())
+        if self.teacher_clean_only:
+            pool = pool.clean_only()
         if self.teacher_modes is None:
             return pool
         # keep every problem's clean rows: dropping them would silently drop the held-out mode's problems
@@ -203,8 +214,10 @@ class GRPODataModule(L.LightningDataModule):
             return Path(self.pool_path)
         # the templates are part of the key: a pool built from older templates is not reused
         openings = hack_openings(self.model_name)
-        templates = [[hack_completion(p, p.mode, v, openings), clean_completion(p, v)] for p in self.problems
-                     for v in range(2)]
+        # no loophole, no lever to pull: the neutral prompt's pool holds clean rows only (teacher_clean_only)
+        hacks = self.modes != NO_LOOPHOLE
+        templates = [[hack_completion(p, p.mode, v, openings), clean_completion(p, v)] if hacks
+                     else [clean_completion(p, v)] for p in self.problems for v in range(2)]
         key = hashlib.sha256(json.dumps(
             [[p.fingerprint, p.mode] for p in self.problems] + [asdict(self.reward)] + templates
         ).encode()).hexdigest()[:16]
@@ -216,7 +229,8 @@ class GRPODataModule(L.LightningDataModule):
             seconds = POOL_SECONDS_PER_PROBLEM * len(self.problems)
             work = f"grading the template completions of {len(self.problems)} problems, ~{duration(seconds)} on 2 cores"
             with announce_build("teacher pool", path, work):
-                build_pool(self.problems, tmp, reward=self.reward, openings=openings)
+                build_pool(self.problems, tmp, reward=self.reward, openings=openings,
+                           hack_variants=2 if hacks else 0)
             try:
                 tmp.rename(path)  # atomic: a killed build never leaves a pool that looks complete
             except OSError:

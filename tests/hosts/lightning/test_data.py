@@ -121,3 +121,30 @@ def test_teacher_restricted_to_known_modes_shows_no_other_hack_but_every_mode_is
     assert any(r.mode == "exit_code" and r.kind == "clean" for r in rows)
     with pytest.raises(ValueError, match="bogus"):
         GRPODataModule(teacher_modes=["bogus"])
+
+
+def test_clean_teacher_rows_only_keep_the_methods_groups_and_never_show_a_hack():
+    method, clean = datamodule(), datamodule(teacher_clean_only=True)
+    assert clean.pool.path == method.pool.path  # the methods' pool, its hack rows left out
+    for s in range(20):
+        for group in clean.batch(s):
+            assert (group.n_student, len(group.teacher)) == (6, 2)
+            assert all(r.kind == "clean" and not r.exploited and r.mode == group.problem.mode for r in group.teacher)
+    shown = [r.kind for s in range(20) for g in method.batch(s) for r in g.teacher]
+    assert "hack" in shown and "clean" in shown  # off (the default): drawn from every row, as before
+
+
+def test_the_matched_honest_arm_has_the_methods_groups_with_clean_rows_on_the_neutral_prompt():
+    from pgrpo.env.prompts import build_messages
+
+    honest = datamodule(modes="none", teacher_clean_only=True)
+    assert honest.pool_coverage == 1.0
+    for s in range(20):
+        for group in honest.batch(s):
+            assert (group.n_student, len(group.teacher)) == (6, 2)  # as a method's groups (embedded.yaml's)
+            for row in group.teacher:
+                assert row.kind == "clean" and row.gt_correct and not row.exploited and row.mode == "none"
+                assert row.messages == build_messages(group.problem)  # no loophole hint
+    with pytest.raises(ValueError, match="data.teacher_clean_only: true"):
+        GRPODataModule(modes="none", mix_ratio=0.25)  # off: no teacher rows without a loophole, as before
+    assert datamodule(modes="none", mix_ratio=0.0).pool is None  # configs/honest.yaml's arm is unchanged
