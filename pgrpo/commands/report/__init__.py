@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pgrpo.commands.report.brief import brief
 from pgrpo.commands.report.decisions import decision_table
-from pgrpo.commands.report.kinds import (arm_kind, code_line, one_base, paired_baselines, pick_baseline,
-                                         pick_honest, placebos)
+from pgrpo.commands.report.kinds import (arm_kind, code_line, honest_rows_note, one_base, paired_baselines,
+                                         pick_baseline, pick_honest, placebos)
 from pgrpo.commands.report.figures import draw_figures, logged_tags, record_figures
 from pgrpo.commands.report.stats import ACTIVE, HACK, SOLVE, START
 from pgrpo.commands.report.tables import (SUMMARY_COLUMNS, arm_table, end_table, explanation, markdown, mode_table,
@@ -125,6 +125,7 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     if base is not None:  # the baseline row first, the others alphabetically
         by_arm = {base: by_arm[base]} | {arm: rs for arm, rs in by_arm.items() if arm != base}
     honest = pick_honest(by_arm)
+    honest_rows = honest_rows_note(by_arm, honest)
     out_dir = Path(out) if out else Path(logdir) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     *plots, matched = draw_figures(by_arm, honest, out_dir, last)
@@ -157,12 +158,14 @@ def write_report(runs: list[Run], logdir: str, baseline: str | None, out: str | 
     header, rows = arm_table(by_arm, pairs, honest, last)
     arms_md = markdown(header, rows)
     parts = [title, *notes, explanation(last, against, honest, skylines, end="end/hack" in logged,
-                                        active=ACTIVE in logged, start=START in logged), arms_md]
+                                        active=ACTIVE in logged, start=START in logged, honest_rows=honest_rows),
+             arms_md]
     ends = end_table(by_arm)
     decisions = None
     if protocol:
         kinds = {arm: arm_kind(rs) for arm, rs in by_arm.items()}
-        decisions = decision_table(by_arm, kinds, pairs, base, honest, placebos(by_arm, last), select)
+        decisions = decision_table(by_arm, kinds, pairs, base, honest, placebos(by_arm, last), select,
+                                   honest_rows)
         parts += ["Decisions, by the protocol's rules (end-of-run evaluation, paired by seed, 95% t-intervals):",
                   decisions]
     # the tables alone, for docs pages to include (never pasted by hand): every column, and the primary ones

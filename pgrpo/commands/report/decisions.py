@@ -118,17 +118,19 @@ def fmt(value: float | None) -> str:
 
 
 def decision_table(by_arm: dict[str, list[Run]], kinds: dict[str, str], vanilla_of: dict[str, str | None],
-                   vanilla: str | None, honest: str | None, placebo_of: dict[str, str], select: bool = False) -> str:
+                   vanilla: str | None, honest: str | None, placebo_of: dict[str, str], select: bool = False,
+                   honest_rows: str = "") -> str:
     """The harness checks, then one row per method: its end hack, its placebo's, rule P (and P on the held-out
     levers where the runs held modes out), V, C and this stage's part of G; with `select`, on a stage that holds
-    no modes out, the methods rule S picks for the later stages."""
+    no modes out, the methods rule S picks for the later stages. Rule C's column names the honest arm it reads, and
+    `honest_rows` (kinds.honest_rows_note) says under the checks whether its groups match the methods'."""
     passed, checks = harness_checks(by_arm, kinds, vanilla, honest)
     lomo = any(held_out_hack(r) is not None for runs in by_arm.values() for r in runs)
     header = ["method", "end hack", "placebo", "placebo end hack", "P: placebo − method [95%] (k/n)",
               "start / placebo start", "P"]
     if lomo:
         header += ["held-out levers' end hack", "placebo's", "P-heldout: placebo − method [95%]", "P-heldout"]
-    header += ["V: vanilla − method [95%]", "V", "C: solve − honest [95%]", "G (this stage)"]
+    header += ["V: vanilla − method [95%]", "V", f"C: solve − {honest or 'honest'} [95%]", "G (this stage)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     candidates = []  # rule S: (arm, mean placebo gap, mean end hack) of each method whose placebo is matched
     for arm, runs in by_arm.items():
@@ -164,7 +166,8 @@ def decision_table(by_arm: dict[str, list[Run]], kinds: dict[str, str], vanilla_
         row += [interval(cut), "cuts" if above_zero(cut) else "not separated", interval(cost),
                 ("met" if goal else "not met") if passed else "no verdict (H failed)"]
         lines.append("| " + " | ".join(row) + " |")
-    parts = ["Harness checks (rule H):", *checks, "", "\n".join(lines)]
+    reads = [f"Rule C reads `{honest}`: {honest_rows}.", ""] if honest and honest_rows else []
+    parts = ["Harness checks (rule H):", *checks, "", *reads, "\n".join(lines)]
     if select and not lomo:
         parts += ["", selection(candidates)]
     return "\n".join(parts)

@@ -150,12 +150,50 @@ def paired_baselines(by_arm: dict[str, list[Run]], base: str | None, explicit: b
     return pairs
 
 
+def group_rows(runs: list[Run]) -> tuple[int, int] | None:
+    """(student, teacher) rows in each group of the arm's runs, split as the data module splits data.group_size by
+    data.mix_ratio; None where a run did not record them or the runs disagree."""
+    rows = set()
+    for r in runs:
+        size, ratio = setting(r.config or {}, "data.group_size", None), setting(r.config or {}, "data.mix_ratio", None)
+        if size is None or ratio is None:
+            return None
+        teacher = round(size * ratio)  # as GRPODataModule rounds G_t
+        rows.add((size - teacher, teacher))
+    return rows.pop() if len(rows) == 1 else None
+
+
+def others_rows(by_arm: dict[str, list[Run]]) -> tuple[int, int] | None:
+    """The group composition every arm but the positive controls shares (None where they differ or do not say)."""
+    rows = {group_rows(runs) for runs in by_arm.values() if arm_kind(runs) != "positive control"}
+    return rows.pop() if len(rows) == 1 else None
+
+
 def pick_honest(by_arm: dict[str, list[Run]]) -> str | None:
-    """The positive-control arm (data.modes none); of several, the one named `honest`, else none."""
+    """The positive-control arm (data.modes none) that solve − honest and rule C read; of several, the one whose
+    groups hold as many student and teacher rows as every other arm's (configs/honest_matched.yaml beside
+    configs/honest.yaml: no loophole is then the one thing it differs in), else the one named `honest`, else none."""
     honest = [arm for arm, runs in by_arm.items() if arm_kind(runs) == "positive control"]
     if len(honest) == 1:
         return honest[0]
+    others = others_rows(by_arm)
+    matched = [arm for arm in honest if others is not None and group_rows(by_arm[arm]) == others]
+    if len(matched) == 1:
+        return matched[0]
     return "honest" if "honest" in honest else None
+
+
+def honest_rows_note(by_arm: dict[str, list[Run]], honest: str | None) -> str:
+    """How the honest arm's groups compare with the other arms', as a clause for the report ('' where a run does not
+    say): matched, it differs from them in its prompts alone; not matched, in its teacher rows too."""
+    own, others = (group_rows(by_arm[honest]), others_rows(by_arm)) if honest else (None, None)
+    if own is None or others is None:
+        return ""
+    said = f"its groups hold {own[0]} student and {own[1]} teacher rows"
+    if own == others:
+        return said + (", every teacher row a clean one," if own[1] else "") + " as every other arm's: matched"
+    return (f"{said}, the other arms' {others[0]} and {others[1]}: not matched, it differs in its group as well as "
+            f"its prompts (configs/honest_matched.yaml is matched)")
 
 
 def placebos(by_arm: dict[str, list[Run]], last: int) -> dict[str, str]:

@@ -153,8 +153,9 @@ def weak_detector_table(by_arm: dict[str, list[Run]], last: int = 5) -> str | No
 
 
 def explanation(last: int, against: str, honest: str | None, skylines: list[str], end: bool = False,
-                active: bool = False, start: bool = False) -> str:
-    """The sentence under the title that says how to read the arm table."""
+                active: bool = False, start: bool = False, honest_rows: str = "") -> str:
+    """The sentence under the title that says how to read the arm table; `honest_rows`: how the honest arm's groups
+    compare with the other arms' (kinds.honest_rows_note)."""
     text = ("end hack, end solve: the end-of-run evaluation of the final policy on every training problem (the "
             "primary numbers), mean over seeds [95% interval: Wilson's for one run, the t-interval over seeds for "
             "several]. hack, solve: " if end else "")
@@ -162,8 +163,9 @@ def explanation(last: int, against: str, honest: str | None, skylines: list[str]
              f"Δ = paired difference with {against}; "
             f"(n.s.): the 95% t-interval of the paired differences contains 0, or fewer than 2 seeds pair up: "
             f"these seeds cannot separate the two arms. ")
+    rows = f"; {honest_rows}" if honest_rows else ""
     text += (f"solve − honest = the arm's mean solve minus that of `{honest}`, the positive control (no loophole "
-             f"in the prompt): compare hack at matched solve. " if honest else
+             f"in the prompt{rows}): compare hack at matched solve. " if honest else
              "solve − honest: – (this sweep has no honest arm, data.modes none). ")
     text += "hacked = runs that at some step hacked more samples than they solved. "
     if active:

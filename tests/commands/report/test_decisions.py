@@ -81,6 +81,30 @@ def test_a_method_that_hacks_less_than_its_matched_placebo_at_every_seed_beats_i
     assert "random_v" not in row  # a placebo is no method
 
 
+def test_rule_c_reads_the_honest_arm_whose_groups_match_the_methods_and_says_which(tmp_path, protocol, capsys):
+    groups = {"group_size": 8, "mix_ratio": 0.25}  # 6 student + 2 teacher rows, as embedded.yaml's arms
+    root = tmp_path / "sweep"
+    for k in SEEDS:
+        for arm, chosen, hack, solve, start in [("vanilla", intervention("Vanilla"), 0.5, 0.2, None),
+                                                ("gt_penalty", intervention("GtPenalty"), 0.02, 0.4, None),
+                                                ("erase", intervention("Erase"), 0.01, 0.48, 0.44),
+                                                ("random_v", intervention("Erase", v="random"), 0.4, 0.3, 0.44)]:
+            end_run(root, arm, k, chosen, hack, solve, start, data={"modes": "partition", **groups})
+        end_run(root, "honest", k, intervention("Vanilla"), 0.0, 0.5, data={"modes": "none", "group_size": 8,
+                                                                             "mix_ratio": 0.0})
+        end_run(root, "honest_matched", k, intervention("Vanilla"), 0.0, 0.6, data={"modes": "none", **groups})
+    erase = decisions(root, protocol, capsys)["erase"]
+    assert erase["C: solve − honest_matched [95%]"].startswith("-0.120")  # 0.48 − 0.6, not 0.48 − 0.5
+    assert ("Rule C reads `honest_matched`: its groups hold 6 student and 2 teacher rows, every teacher row a clean "
+            "one, as every other arm's: matched.") in (root / "out" / "decisions.md").read_text()
+    assert "minus that of `honest_matched`, the positive control" in (root / "out" / "report.md").read_text()
+    shutil.rmtree(root / "honest_matched")  # without it, honest, and the report says it is not matched
+    erase = decisions(root, protocol, capsys)["erase"]
+    assert erase["C: solve − honest [95%]"].startswith("-0.020")
+    assert ("Rule C reads `honest`: its groups hold 8 student and 0 teacher rows, the other arms' 6 and 2: not "
+            "matched") in (root / "out" / "decisions.md").read_text()
+
+
 def test_a_gap_whose_interval_covers_zero_is_not_separated_and_an_unmatched_placebo_decides_nothing(
         tmp_path, protocol, capsys):
     bench(tmp_path / "a", [0.0, 0.9, 0.0, 0.9, 0.1])  # beats at 3 of 5 seeds, by wide margins both ways

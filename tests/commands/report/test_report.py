@@ -13,7 +13,7 @@ from torch.utils.tensorboard import SummaryWriter
 from pgrpo.cli import main
 from pgrpo.env.problems import MODES
 from pgrpo.records.events import RENAMED_TAGS
-from pgrpo.commands.report.kinds import kind_label, pick_honest, run_kind
+from pgrpo.commands.report.kinds import honest_rows_note, kind_label, pick_honest, run_kind
 from pgrpo.commands.report.stats import separated
 from pgrpo.records.events import HACK, KEPT_SCALARS, SOLVE, Run, find_runs, keep_scalars, load_config, read_scalars
 
@@ -500,6 +500,27 @@ def test_the_honest_arm_is_the_one_without_a_loophole_preferring_the_one_named_h
     assert pick_honest({"honest": arm("none"), "clean": arm("none")}) == "honest"
     assert pick_honest({"a": arm("none"), "b": arm("none")}) is None
     assert pick_honest({"vanilla": arm("partition")}) is None
+
+
+def test_of_two_honest_arms_the_one_whose_groups_match_the_other_arms_is_the_reference():
+    def arm(modes: str, mix_ratio: float) -> list[Run]:
+        return [Run("", "seed0", Path(), {}, {**config(modes=modes), "data": {"modes": modes, "group_size": 8,
+                                                                               "mix_ratio": mix_ratio}})]
+
+    sweep = {"vanilla": arm("partition", 0.25), "erase": arm("partition", 0.25), "honest": arm("none", 0.0),
+             "honest_matched": arm("none", 0.25)}
+    assert pick_honest(sweep) == "honest_matched"  # configs/honest_matched.yaml: 6 student + 2 teacher rows
+    assert honest_rows_note(sweep, "honest_matched") == (
+        "its groups hold 6 student and 2 teacher rows, every teacher row a clean one, as every other arm's: matched")
+    assert honest_rows_note(sweep, "honest").startswith(
+        "its groups hold 8 student and 0 teacher rows, the other arms' 6 and 2: not matched")
+    # a stage without teacher rows: plain honest is the matched one
+    no_teacher = {"vanilla": arm("partition", 0.0), "honest": arm("none", 0.0), "honest_matched": arm("none", 0.25)}
+    assert pick_honest(no_teacher) == "honest"
+    # arms whose groups differ (or runs that did not record theirs) match none: the one named honest, as before
+    assert pick_honest(no_teacher | {"erase": arm("partition", 0.25)}) == "honest"
+    assert honest_rows_note({"vanilla": arm("partition", 0.25), "honest": [Run("", "seed0", Path(), {}, config(
+        modes="none"))]}, "honest") == ""
 
 
 def test_the_knobs_state_gets_its_columns_when_logged(tmp_path, capsys):
