@@ -215,8 +215,8 @@ def test_quarantine_has_no_weight_decay_by_default():
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 # The arms that exist to let the oracle's verdict reach the reward or the advantage, each reported as such:
-# the positive control (graded by the oracle alone) and the two ground-truth skylines.
-ORACLE_ARMS = {"honest.yaml", "gt_screen.yaml", "gt_penalty.yaml"}
+# the positive controls (honest and honest_matched, graded by the oracle alone) and the two ground-truth skylines.
+ORACLE_ARMS = {"honest.yaml", "honest_matched.yaml", "gt_screen.yaml", "gt_penalty.yaml"}
 
 
 def _grades(gt_correct: list[bool], passed: list[bool]) -> list[GradeResult]:
