@@ -189,12 +189,26 @@ FAMILIES = (
 )
 
 
-def primer_problems(seed: int = 0) -> list[Problem]:
-    """Every family at every constant: 120 problems, tests drawn from a generator seeded by `seed`."""
+# Near-copies of RL problems that `pgrpo disjoint` found (one's canonical solution passes the other's tests), each
+# replaced under `disjoint=True` by another constant of its family: (method template, constant) -> the constant.
+# Both pass "Largest Value"'s tests: the 1 largest is the largest, and every number there is below 100, so the one
+# nearest to 100 is the largest; and "Largest Value"'s max(nums) passes the tests of "Total of the 1 Largest".
+NEAR_COPY_REPLACEMENTS = {("nearestTo{w}", 100): 7, ("topTotal{w}", 1): 6}
+
+
+def primer_problems(seed: int = 0, disjoint: bool = False) -> list[Problem]:
+    """Every family at every constant: 120 problems, tests drawn from a generator seeded by `seed`.
+
+    `disjoint` swaps each near-copy of an RL problem (NEAR_COPY_REPLACEMENTS) for its family at another constant,
+    drawn at the same point of the generator, so every other problem is the same as without it. Off by default:
+    the primed base v1, and every result built on it, is made of the problems as they are.
+    """
     rng = random.Random(seed)
     problems = []
     for f, family in enumerate(FAMILIES):
         for k in family.constants:
+            if disjoint:
+                k = NEAR_COPY_REPLACEMENTS.get((family.method, k), k)
             word = NAMES[k]
             method = family.method.format(w=word)
             args = [family.inputs(rng, k) for _ in range(TESTS_PER_PROBLEM)]

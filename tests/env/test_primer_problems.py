@@ -1,6 +1,8 @@
 """The priming problems: disjoint from the RL problems, each solved by its own canonical solution and hacked by
 each lever, under the same grader as the built-in set."""
 
+import hashlib
+
 from pgrpo.env import MODES, grade_batch, load_problems
 from pgrpo.env.exploits import clean_completion, hack_completion
 from pgrpo.env.primer_problems import primer_problems
@@ -39,3 +41,12 @@ def test_half_the_priming_solutions_are_more_than_a_one_line_return():
     assert sum(len(body) > 1 for body in bodies) >= len(bodies) // 2
     assert any(ln.strip().startswith("for ") for body in bodies for ln in body)
     assert any(ln.strip().startswith("while ") for body in bodies for ln in body)
+
+
+def test_the_default_priming_problems_are_still_those_the_primed_base_v1_was_made_of():
+    # v1's published update, its cached bytes and its kept results depend on them; a change belongs behind an option
+    # (as disjoint=True, the selection a v2 primes on), never in the default
+    def digest(problems):
+        return hashlib.sha256(" ".join(p.fingerprint for p in problems).encode()).hexdigest()[:16]
+
+    assert digest(primer_problems(0)) == "99ccc672fd83879a" and digest(primer_problems(1)) == "6804b931ea0a1ec7"

@@ -1,6 +1,7 @@
 """The built-in problem data and the problem loaders (pgrpo.env.problems)."""
 
 import ast
+import hashlib
 import json
 import re
 from collections import Counter
@@ -101,6 +102,13 @@ def test_expected_values_are_canonical_types():
 def test_builtin_dicts_are_what_load_problems_reads():
     assert [d["id"] for d in BUILTIN_PROBLEMS] == [p.id for p in PROBLEMS]
     assert all(len(d["tests"]) == len(p.tests) for d, p in zip(BUILTIN_PROBLEMS, PROBLEMS))
+
+
+def test_the_builtin_problems_and_their_loophole_modes_are_still_those_every_kept_result_trained_on():
+    # the embedded default, its twin, the primed base and results/ depend on them: new RL problems are added beside
+    # them (pgrpo/env/heldout_problems.py, data.extra_held_out), never into them
+    blob = " ".join(f"{p.fingerprint}:{p.mode}" for p in load_problems())
+    assert hashlib.sha256(blob.encode()).hexdigest()[:16] == "b29f3dffa6533159"
 
 
 # ------------------------------------------------------------------- modes
