@@ -24,6 +24,7 @@ from typing_extensions import override
 
 from pgrpo.records.cache import announce_build, announce_cached, cache_dir, duration
 from pgrpo.env import MODES, NO_LOOPHOLE, Problem, RewardConfig, clean_completion, hack_completion, load_problems
+from pgrpo.env.heldout_problems import heldout_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.chat import render_chat
@@ -81,6 +82,7 @@ class GRPODataModule(L.LightningDataModule):
         reward: RewardConfig = RewardConfig(),
         seed: int = 0,
         n_eval_prompts: int = 0,
+        extra_held_out: bool = False,
         min_pool_coverage: float = 0.9,
     ):
         """
@@ -109,6 +111,9 @@ class GRPODataModule(L.LightningDataModule):
             seed: sampling seed for prompts and teacher rows.
             n_eval_prompts: problems held out of training for the deployment eval (the same ones whatever
                 the seed, spread over the loophole modes).
+            extra_held_out: also hold out the 24 extra problems of pgrpo/env/heldout_problems.py (siblings of the
+                built-in ones, near-copies of none), beside the n_eval_prompts: evaluated, never trained on nor
+                seen by V, for a held-out solve worth reading (the primed base v2 sets it). Built-in problems only.
             min_pool_coverage: refuse a teacher pool that covers less than this fraction of the training
                 problems (only covered problems can be trained on: each group needs its teacher rows); lower
                 it to train on the covered ones anyway. The coverage is logged as data/pool_coverage.
@@ -152,6 +157,10 @@ class GRPODataModule(L.LightningDataModule):
         self.reward = reward
         self.seed = seed
         self.n_eval_prompts = n_eval_prompts
+        if extra_held_out and problems is not None:
+            raise ValueError("data.extra_held_out: the extra held-out problems are siblings of the built-in ones; "
+                             "with data.problems FILE, hold problems out of the file (data.n_eval_prompts)")
+        self.extra_held_out = extra_held_out
         self.min_pool_coverage = min_pool_coverage
         self.pool_coverage: float | None = None  # fraction of training problems the pool covers; None: no pool
         self.problems: list[Problem] = []
@@ -169,6 +178,10 @@ class GRPODataModule(L.LightningDataModule):
         self.problems = load_problems(self.problems_path, modes=self.modes)
         self.eval_problems = held_out(self.problems, self.n_eval_prompts)
         eval_ids = {p.id for p in self.eval_problems}
+        if self.extra_held_out:
+            # under "none" they carry the "partition" loopholes among themselves, as with_loopholes gives the
+            # built-in held-out ones for the fixed_name evaluation (they are not in self.problems to look up)
+            self.eval_problems += heldout_problems("partition" if self.modes == NO_LOOPHOLE else self.modes)
         # V may see every problem but the held-out evaluation ones (else the deployment eval tests on its data)
         self.train_problems = [p for p in self.problems if p.id not in eval_ids]
         self.extraction_problems = self.train_problems

@@ -8,6 +8,7 @@ from pgrpo.hosts.lightning.data import FromStep, GRPODataModule
 from pgrpo.env import load_problems
 from pgrpo.env.exploits import CHOICE
 from pgrpo.env.pool import build_pool
+from pgrpo.evaluation.evaluate import with_loopholes
 
 
 def datamodule(**kwargs) -> GRPODataModule:
@@ -110,6 +111,22 @@ def test_held_out_eval_prompts_are_never_trained_on_and_the_same_for_every_seed(
     assert trained and not trained & set(held)
     with pytest.raises(ValueError, match="n_eval_prompts=48"):
         datamodule(n_eval_prompts=48)
+
+
+def test_extra_held_out_problems_are_evaluated_beside_the_built_in_ones_and_change_nothing_else():
+    default, extra = datamodule(n_eval_prompts=6), datamodule(n_eval_prompts=6, extra_held_out=True)
+    assert [p.id for p in default.eval_problems] == ["b48", "b47", "b46", "b45", "b44", "b43"]  # as before
+    assert extra.eval_problems[:6] == default.eval_problems and len(extra.eval_problems) == 30
+    assert extra.train_problems == default.train_problems and extra.pool.path == default.pool.path
+    assert [g.problem.id for g in extra.batch(3)] == [g.problem.id for g in default.batch(3)]
+    # under no loophole they carry loopholes among themselves for the fixed_name evaluation, as the built-in
+    # held-out ones get theirs from with_loopholes
+    honest = datamodule(modes="none", mix_ratio=0.0, pool=None, n_eval_prompts=6, extra_held_out=True)
+    assert all(p.mode == "none" for p in honest.eval_problems[:6] + honest.train_problems)
+    assert sorted(p.mode for p in honest.eval_problems[6:]) == sorted(p.mode for p in extra.eval_problems[6:])
+    assert "none" not in {p.mode for p in with_loopholes(honest.eval_problems, honest.problems)}
+    with pytest.raises(ValueError, match="extra_held_out"):
+        GRPODataModule(problems="some.jsonl", extra_held_out=True)
 
 
 def test_teacher_restricted_to_known_modes_shows_no_other_hack_but_every_mode_is_trained():
