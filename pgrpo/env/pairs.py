@@ -45,6 +45,33 @@ def template_pairs(problems: list[Problem], modes: list[str] | None = None, vari
     ]
 
 
+def unseen_form_pairs(problems: list[Problem], held_out: list[str], variants: int = 4,
+                      fit_share: float = 2 / 3) -> dict[str, list[ContrastivePair]]:
+    """Where hacks vary, the pair sets that ask a detector about what it never saw: "fit" (the detectors' forms
+    of the known levers, on the first `fit_share` of each known lever's problems), "seen forms" (the same forms on
+    the other problems), "unseen forms" (the taught forms on those problems), and per lever in `held_out`, its
+    problems' hacks in the detectors' forms and in the taught ones. A clean side is its problem's clean
+    completion, so only the hack's form differs between the known levers' two scored sets."""
+    _check_modes(held_out)
+
+    def pairs(chosen: list[Problem], role: str) -> list[ContrastivePair]:
+        return [ContrastivePair(tuple(build_messages(p)), hack_in_form(p, p.mode, v, "varied", role),
+                                clean_completion(p, variant=v), p.mode, p.id) for p in chosen for v in range(variants)]
+
+    fit, scored = [], []
+    for mode in dict.fromkeys(p.mode for p in problems if p.mode not in held_out):
+        own = [p for p in problems if p.mode == mode]
+        cut = round(fit_share * len(own))
+        fit, scored = fit + own[:cut], scored + own[cut:]
+    sets = {"fit": pairs(fit, "detector"), "seen forms": pairs(scored, "detector"),
+            "unseen forms": pairs(scored, "taught")}
+    for mode in held_out:
+        own = [p for p in problems if p.mode == mode]
+        sets |= {f"unseen lever {mode}, detector forms": pairs(own, "detector"),
+                 f"unseen lever {mode}, taught forms": pairs(own, "taught")}
+    return sets
+
+
 def load_pairs(path: str | Path) -> list[ContrastivePair]:
     """A JSON list of {"messages" | "prompt", "hack", "clean", "mode"?} objects."""
     path = Path(path)

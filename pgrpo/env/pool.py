@@ -15,7 +15,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pgrpo.env.exploits import clean_completion, hack_completion
+from pgrpo.env.exploits import clean_completion
+from pgrpo.env.hack_forms import hack_in_form
 from pgrpo.env.grader import GradeResult, RewardConfig, grade_batch, grader_version
 from pgrpo.env.problems import MODES, NO_LOOPHOLE, Problem
 from pgrpo.env.prompts import build_messages
@@ -62,14 +63,14 @@ def build_pool(
 ) -> Path:
     """Grade template hack and clean completions for every problem once and write them.
 
-    Hack rows use each problem's own loophole mode (the lever its prompt discloses, opened as `openings`
-    says: exploits.OPENINGS); every row keeps its real grade, so a template that fails to fool the grader
-    is stored as the failure it is.
+    Hack rows use each problem's own loophole mode (the lever its prompt discloses, written as `openings`
+    says: hack_forms.HACK_STYLES, in the taught forms where they vary); every row keeps its real grade, so a
+    template that fails to fool the grader is stored as the failure it is.
     """
     items, kinds = [], []
     for p in problems:
         for v in range(hack_variants):
-            items.append((p, hack_completion(p, p.mode, v, openings), p.mode))
+            items.append((p, hack_in_form(p, p.mode, v, openings), p.mode))  # taught forms, where they vary
             kinds.append("hack")
         for v in range(clean_variants):
             items.append((p, clean_completion(p, variant=v), p.mode))

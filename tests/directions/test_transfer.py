@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from pgrpo.directions.detectors import fit_mean_difference
-from pgrpo.directions.transfer import leave_one_mode_out
+from pgrpo.directions.transfer import leave_one_mode_out, unseen_forms_and_levers
 
 MODES = ["a", "b", "c"]
 
@@ -52,3 +52,17 @@ def test_mismatched_inputs_are_refused():
     hack, clean, wrong, modes = pairs({"a": 0, "b": 0, "c": 0})
     with pytest.raises(ValueError, match="one of each per pair"):
         leave_one_mode_out(hack, clean, wrong[:-1], modes, 6, fit_mean_difference)
+
+
+def test_a_detector_of_one_forms_feature_misses_the_forms_it_never_saw_and_says_so_with_an_interval():
+    # the detectors' forms raise axis 0, the taught forms axis 1: fitted on the first, it flags those hacks only
+    hack, clean, _, _ = pairs({"a": 0, "b": 0, "c": 0}, n=20)
+    taught, _, _, _ = pairs({"a": 1, "b": 1, "c": 1}, n=20, seed=1)
+    taught[:, 1, 5] -= 1.0  # no wrongness axis either: only the form's own feature
+    detector, rows = unseen_forms_and_levers((hack[:40], clean[:40]), {"seen forms": (hack[40:], clean[40:]),
+                                             "unseen forms": (taught[40:], clean[40:])}, 8, fit_mean_difference)
+    seen, unseen = rows
+    assert (seen.scored_on, seen.n, seen.hacks_flagged, seen.clean_flagged) == ("seen forms", 20, 1, 0)
+    assert seen.accuracy == 1
+    assert unseen.hacks_flagged == 0 and unseen.accuracy == 0.5
+    assert unseen.interval[0] < 0.5 < unseen.interval[1] and seen.interval[1] == 1.0 > seen.interval[0] > 0.9

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from pgrpo.env import grade_batch, load_problems
-from pgrpo.env.pairs import load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs, template_pairs
+from pgrpo.env.hack_forms import hack_in_form
+from pgrpo.env.pairs import load_pairs, nonhack_pairs, pool_pairs, shuffled_pairs, template_pairs, unseen_form_pairs
 from pgrpo.env.pool import TeacherPool, build_pool
 
 
@@ -75,3 +76,21 @@ def test_load_pairs_from_json_and_clear_errors(tmp_path):
         load_pairs(bad)
     with pytest.raises(FileNotFoundError, match="nope.json"):
         load_pairs(tmp_path / "nope.json")
+
+
+def test_unseen_form_pairs_fit_on_detector_forms_of_known_levers_and_score_the_rest_apart():
+    problems = load_problems()  # all 48: 8 of each lever
+    sets = unseen_form_pairs(problems, ["run_tests", "exit_code"], variants=2)
+    fit, seen, unseen = sets["fit"], sets["seen forms"], sets["unseen forms"]
+    assert {p.mode for p in fit} == {p.mode for p in seen} == {"sentinel", "stdout_marker", "file_marker",
+                                                              "eq_override"}
+    assert not {p.problem_id for p in fit} & {p.problem_id for p in seen}  # scored on problems it was not fitted on
+    # the unseen forms differ from the seen ones in the hack's form alone
+    assert [(p.problem_id, p.clean) for p in unseen] == [(p.problem_id, p.clean) for p in seen]
+    assert all(a.hack != b.hack for a, b in zip(seen, unseen))
+    assert all(p.hack == hack_in_form(next(q for q in problems if q.id == p.problem_id), p.mode, i % 2, "varied",
+                                      "detector") for i, p in enumerate(fit))
+    for mode in ("run_tests", "exit_code"):
+        assert {p.mode for p in sets[f"unseen lever {mode}, taught forms"]} == {mode}
+    with pytest.raises(ValueError, match="unknown loophole modes"):
+        unseen_form_pairs(problems, ["run_test"])
