@@ -22,6 +22,7 @@ TOOLS = {
     "export": "pgrpo.commands.export:export", "eval": "pgrpo.commands.eval:eval_checkpoint",
     "transfer": "pgrpo.commands.transfer:transfer", "bench": "benchmarks.bench:bench",
     "prime": "pgrpo.commands.prime:prime", "measure-v": "pgrpo.commands.measure_v:measure_v",
+    "disjoint": "pgrpo.commands.disjoint:disjoint",
 }
 # tools whose required arguments are positional (`pgrpo report LOGDIR`); the others take options only
 POSITIONAL_TOOLS = {"report", "export"}
