@@ -23,7 +23,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from typing_extensions import override
 
 from pgrpo.records.cache import announce_build, announce_cached, cache_dir, duration
-from pgrpo.env import MODES, NO_LOOPHOLE, Problem, RewardConfig, clean_completion, hack_completion, load_problems
+from pgrpo.env import MODES, NO_LOOPHOLE, Problem, RewardConfig, clean_completion, load_problems
+from pgrpo.env.hack_forms import hack_in_form
 from pgrpo.env.heldout_problems import heldout_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
@@ -229,7 +230,7 @@ class GRPODataModule(L.LightningDataModule):
         openings = hack_openings(self.model_name)
         # no loophole, no lever to pull: the neutral prompt's pool holds clean rows only (teacher_clean_only)
         hacks = self.modes != NO_LOOPHOLE
-        templates = [[hack_completion(p, p.mode, v, openings), clean_completion(p, v)] if hacks
+        templates = [[hack_in_form(p, p.mode, v, openings), clean_completion(p, v)] if hacks
                      else [clean_completion(p, v)] for p in self.problems for v in range(2)]
         key = hashlib.sha256(json.dumps(
             [[p.fingerprint, p.mode] for p in self.problems] + [asdict(self.reward)] + templates
