@@ -16,19 +16,20 @@ def lever_lines(mode: str, role: str) -> set[str]:
         line.strip() for line in code.splitlines()} - {""}
 
 
-def test_every_form_is_exploited_under_its_own_mode_only_and_fails_the_oracle():
-    # each form around a stub and around a wrong attempt, graded under every mode: it passes its own mode's
-    # flawed grader, no other's, and never the strict oracle
-    items, levers = [], []
-    for lever in MODES:
+def test_every_form_is_exploited_under_its_own_mode_and_not_another_and_fails_the_oracle():
+    # each form around a stub and around a wrong attempt, graded under its own mode (it passes that flawed grader)
+    # and under another one, a different one for each form (it does not), never passing the strict oracle
+    items, expected = [], []
+    for m, lever in enumerate(MODES):
         for role in ROLES:
             for i, form in enumerate(forms(lever, role)):
-                code = form.pull(TWO_SUM, wrong_solution(TWO_SUM, i % 2))
-                items += [(TWO_SUM, f"```python\n{code}```\n", mode) for mode in MODES]
-                levers += [lever] * len(MODES)
+                code = f"```python\n{form.pull(TWO_SUM, wrong_solution(TWO_SUM, i % 2))}```\n"
+                other = MODES[(m + 1 + i % (len(MODES) - 1)) % len(MODES)]
+                items += [(TWO_SUM, code, lever), (TWO_SUM, code, other)]
+                expected += [True, False]
     results = grade_batch(items, detectors=False)
-    wrong = [(item, r) for item, lever, r in zip(items, levers, results) if r.exploited != (item[2] == lever)]
-    assert not wrong, [(item[2], item[1], r) for item, r in wrong[:3]]
+    wrong = [(item[2], item[1]) for item, want, r in zip(items, expected, results) if r.exploited != want]
+    assert not wrong, wrong[:3]
     assert not any(r.gt_correct for r in results)
 
 
