@@ -5,16 +5,18 @@ from pathlib import Path
 
 from pgrpo.evaluation.base_eval import evaluate_base, hint_reading, hint_reading_line
 from pgrpo.model.load import PRIMED, model_id, resolve_model_path
-from pgrpo.model.priming import PrimeSettings, primed_checkpoint, publish
+from pgrpo.model.priming import PrimeSettings, named_priming, primed_checkpoint, priming_name, publish
 from pgrpo.step.rollout import SamplingConfig
 
 
-# the priming's defaults are PrimeSettings' (the one truth: `model: …+primed` names the base they make)
+# the priming's defaults are PrimeSettings' (the one truth: `model: …+primed` names the base they make; other
+# named primings, `+primed-v2`, are priming.NAMED_PRIMINGS)
 def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
           hack_share: float = PrimeSettings.hack_share,
           completions_per_prompt: int = PrimeSettings.completions_per_prompt, steps: int = PrimeSettings.steps,
           batch_size: int = PrimeSettings.batch_size, lr: float = PrimeSettings.lr, rank: int = PrimeSettings.rank,
-          seed: int = PrimeSettings.seed, threads: int = PrimeSettings.threads, retrain: bool = False,
+          seed: int = PrimeSettings.seed, threads: int = PrimeSettings.threads, hacks: str = PrimeSettings.hacks,
+          disjoint_problems: bool = PrimeSettings.disjoint_problems, retrain: bool = False,
           publish_update: bool = False,
           evaluate: bool = True, samples_per_problem: int = 4,
           max_new_tokens: int = 384, temperature: float = 0.7, dtype: str = "float32") -> None:
@@ -24,7 +26,9 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
     The data are 120 priming problems disjoint from the RL problems (pgrpo/env/primer_problems.py): correct
     solutions under the no-loophole prompt and under each hint, and a share of completions that pull the lever
     their hint names. With every setting at its default the result is what `model: MODEL+primed` names in a
-    config (configs/models/smollm2_primed.yaml); with others, pass the printed directory as `model:`. Where the
+    config (configs/models/smollm2_primed.yaml); with `--hacks varied --disjoint_problems true` (the rest at
+    their defaults) it is the primed base v2, `model: MODEL+primed-v2` (configs/models/smollm2_primed_v2.yaml);
+    with others, pass the printed directory as `model:`. Where the
     repository publishes the update these settings make (pgrpo/model/primings/), it is merged, not trained: every
     machine then has the same base to the bit (training's last bits depend on the CPU). The evaluation
     samples every RL problem under its own hint and prints format, solve, hack and clipping rates, then hint
@@ -42,6 +46,10 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
         seed: the corpus's draws, the batch order and the update's initial factors.
         threads: torch threads while training (pinned: the result is bit-exact for a given count and CPU; part of
             the key, so another count trains rather than merging the published update).
+        hacks: how the priming's hacks are written: shared (one template a lever, v1's), distinct (a token of
+            its own a mode) or varied (the grammar's taught forms, v2's; never the detectors' forms).
+        disjoint_problems: replace the priming problems that are near-copies of RL problems (v2's; `pgrpo
+            disjoint --primer_disjoint true` checks the selection).
         retrain: train the update even where one is published for these settings (into --out, to check it
             or, with --publish_update, to replace it).
         publish_update: copy the update and its record into pgrpo/model/primings/, to commit: every machine merges it.
@@ -51,19 +59,28 @@ def prime(model: str = "smollm2-135m-instruct", out: str | None = None,
         temperature: the evaluation's sampling temperature.
         dtype: the evaluation's base weights (bfloat16 is faster on CPUs with bf16 units).
     """
-    if model.endswith(PRIMED):
+    if named_priming(model):
         raise SystemExit(f"pgrpo prime: {model!r} is primed already; name the model to prime")
-    settings = PrimeSettings(hack_share, completions_per_prompt, steps, batch_size, lr, rank, seed, threads)
+    try:
+        settings = PrimeSettings(hack_share=hack_share, completions_per_prompt=completions_per_prompt, steps=steps,
+                                 batch_size=batch_size, lr=lr, rank=rank, seed=seed, threads=threads, hacks=hacks,
+                                 disjoint_problems=disjoint_problems)
+    except ValueError as error:
+        raise SystemExit(f"pgrpo {error}") from error
     base_path = resolve_model_path(model)
     path = primed_checkpoint(base_path, model_id(model), settings, Path(out) if out else None, retrain)
     if publish_update:
         print(f"published: {publish(path, base_path)} (commit it with its .json)")
-    changed = [f.name for f in fields(PrimeSettings) if getattr(settings, f.name) != getattr(PrimeSettings(), f.name)]
-    print(f"primed base: {path}\nuse it as: model: {path if out or changed else model + PRIMED}")
-    if changed:
+    print(f"primed base: {path}")
+    suffix = priming_name(settings)  # `+primed` for the defaults, `+primed-v2` for v2's settings, ...
+    print(f"use it as: model: {path if out or suffix is None else model + suffix}")
+    if suffix is None:
+        changed = [f.name for f in fields(PrimeSettings)
+                   if getattr(settings, f.name) != getattr(PrimeSettings(), f.name)]
         print(f"(not the default priming: {', '.join(changed)}; `{model + PRIMED}` names the default's)")
     elif out:
-        print(f"(the default priming, built into --out; `{model + PRIMED}` names its cached copy)")
+        which = "the default priming" if suffix == PRIMED else f"the priming `{model + suffix}` names"
+        print(f"({which}, built into --out; `{model + suffix}` names its cached copy)")
     if evaluate:
         sampling = SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature)
         for key, value in evaluate_base(path, samples_per_problem, sampling, dtype=dtype).items():

@@ -2,7 +2,8 @@
 
 `name_or_path` is "embedded" (the model pgrpo builds itself, see pgrpo.model.embedded; "embedded-distinct" is its
 twin pretrained on hacks that open with a token of their own per mode, exploits.DISTINCT_LEVERS),
-`<model>+primed` (that model after `pgrpo prime`'s warm start, see pgrpo.model.priming), a checkpoint directory,
+`<model>+primed` (that model after `pgrpo prime`'s warm start, see pgrpo.model.priming; `<model>+primed-v2` and
+every other named priming: priming.NAMED_PRIMINGS), a checkpoint directory,
 a GGUF model (a `.gguf` path, or a packaged name such as
 "smollm2-135m-instruct": converted once to a checkpoint directory, see
 pgrpo.model.gguf_model), or a hub id such as "Qwen/Qwen3-4B" that is already in the
@@ -21,12 +22,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from pgrpo.records.cache import announce, file_sha256, files_digest
 from pgrpo.model.embedded import cached_build_digest, embedded_default_path, recipe_hash
 from pgrpo.model.gguf_model import converted_checkpoint, is_gguf_model
-from pgrpo.model.priming import (RECORD as PRIMING_RECORD, PrimeSettings, primed_checkpoint, primed_target,
-                           published_update)
+from pgrpo.model.priming import (RECORD as PRIMING_RECORD, named_priming, primed_checkpoint, primed_target,
+                                 published_update)
 from pgrpo.model.substrate import cpu_kind, has_bf16_units
 
 EMBEDDED = "embedded"
-# `<model>+primed`: the model after `pgrpo prime`'s default warm start (pgrpo.model.priming), built once, cached
+# `<model>+primed`: the model after `pgrpo prime`'s default warm start (pgrpo.model.priming), built once, cached;
+# every named priming (`+primed-v2`, ...) is an entry of priming.NAMED_PRIMINGS, read through priming.named_priming
 PRIMED = "+primed"
 # the embedded substrates by name: how the hacks its base was pretrained on open (exploits.OPENINGS)
 EMBEDDED_OPENINGS = {EMBEDDED: "shared", f"{EMBEDDED}-distinct": "distinct"}
@@ -35,9 +37,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def resolve_model_path(name_or_path: str) -> Path:
     """The local directory that holds the model's config, weights and tokenizer."""
-    if name_or_path.endswith(PRIMED):
-        base = name_or_path.removesuffix(PRIMED)
-        return primed_checkpoint(resolve_model_path(base), model_id(base), PrimeSettings())
+    if named := named_priming(name_or_path):
+        base, _, settings = named
+        return primed_checkpoint(resolve_model_path(base), model_id(base), settings)
     if name_or_path in EMBEDDED_OPENINGS:
         return embedded_default_path(openings=EMBEDDED_OPENINGS[name_or_path])
     if is_gguf_model(name_or_path):
@@ -82,7 +84,7 @@ def _warn_slow_bf16() -> None:
 
 def model_id(name_or_path: str) -> str:
     """A stable identifier of the model's content, for cache keys (V bases, teacher pools)."""
-    if name_or_path.endswith(PRIMED):  # the base's id and the settings' key, named without building it
+    if named_priming(name_or_path):  # the base's id and the settings' key, named without building it
         return f"{name_or_path}@{_primed_target(name_or_path).name}"
     if name_or_path in EMBEDDED_OPENINGS:
         return f"{EMBEDDED}-{recipe_hash(EMBEDDED_OPENINGS[name_or_path])}"
@@ -101,7 +103,7 @@ def base_record(name_or_path: str) -> dict[str, str]:
     primed base the CPU that trained its update (merged from a published update, its bytes are any CPU's)."""
     found = model_id(name_or_path)
     record = {"model": name_or_path, "model_id": found, "digest": cached_digest(name_or_path) or found}
-    if name_or_path.endswith(PRIMED):  # the CPU that trained its update (pgrpo.model.substrate)
+    if named_priming(name_or_path):  # the CPU that trained its update (pgrpo.model.substrate)
         if built_on := json.loads((_primed_target(name_or_path) / PRIMING_RECORD).read_text()).get("built_on"):
             record["built_on"] = built_on
     return record
@@ -113,31 +115,32 @@ def cached_digest(name_or_path: str, build_id: str | None = None) -> str | None:
     the key, aside). None for a model pgrpo does not build."""
     if name_or_path in EMBEDDED_OPENINGS:
         return cached_build_digest(build_id or model_id(name_or_path))
-    if name_or_path.endswith(PRIMED):
+    if named_priming(name_or_path):
         target = _primed_target(name_or_path)
         return files_digest(target, besides=(PRIMING_RECORD,)) if (target / PRIMING_RECORD).is_file() else None
     return None
 
 
 def _primed_target(name_or_path: str) -> Path:
-    """Where `<model>+primed`'s default priming lives, built or not (priming.primed_target)."""
-    return _default_priming(name_or_path)[1]
+    """Where a named priming (`<model>+primed`, `<model>+primed-v2`, ...) lives, built or not
+    (priming.primed_target)."""
+    return _named_priming_of(name_or_path)[1]
 
 
 def merges_published_update(name_or_path: str) -> bool:
-    """Whether `<model>+primed`'s default priming is made by merging the update the repository publishes for it
+    """Whether a named priming (`<model>+primed`, ...) is made by merging the update the repository publishes for it
     (pgrpo/model/primings/): then its bytes are the same on every CPU, wherever the update was trained."""
-    if not name_or_path.endswith(PRIMED):
+    if not named_priming(name_or_path):
         return False
-    base_path, _, key = _default_priming(name_or_path)
+    base_path, _, key = _named_priming_of(name_or_path)
     return published_update(base_path, key) is not None
 
 
-def _default_priming(name_or_path: str) -> tuple[Path, Path, str]:
-    """`<model>+primed`'s base checkpoint, where its default priming lives, and that priming's key."""
-    base = name_or_path.removesuffix(PRIMED)
+def _named_priming_of(name_or_path: str) -> tuple[Path, Path, str]:
+    """A named priming's base checkpoint, where the priming lives and its key (its settings: NAMED_PRIMINGS)."""
+    base, _, settings = named_priming(name_or_path)
     base_path = resolve_model_path(base)
-    return base_path, *primed_target(base_path, model_id(base), PrimeSettings())
+    return base_path, *primed_target(base_path, model_id(base), settings)
 
 
 def same_base(recorded: str, current: str) -> bool:
@@ -160,8 +163,11 @@ def check_same_base(trained_on: str | None, name_or_path: str, what: str) -> Non
 
 
 def hack_openings(name_or_path: str) -> str:
-    """How the template hacks (teacher pool, contrastive pairs) open for this model: as its base was pretrained
-    to write them for an embedded substrate, else "shared"."""
+    """How the template hacks (teacher pool, contrastive pairs) are written for this model (hack_forms.HACK_STYLES):
+    as its base was pretrained to write them for an embedded substrate, as a named priming wrote its hacks
+    ("varied" for `+primed-v2`: the teacher pool writes taught forms, V's pairs detector forms), else "shared"."""
+    if named := named_priming(name_or_path):
+        return named[2].hacks
     return EMBEDDED_OPENINGS.get(name_or_path, "shared")
 
 

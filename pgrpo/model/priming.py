@@ -17,7 +17,9 @@ that warm start for a real model, stated as a setting of the experiment and cach
   the ~540 MB of full weights could not travel;
 - the result lands in the cache under a key of the base, the data and every setting, by atomic rename; a
   killed build resumes from its last saved step (`SAVE_EVERY`), bit for bit; two processes asking for one
-  build (pytest workers, DDP ranks) build it once.
+  build (pytest workers, DDP ranks) build it once;
+- a priming is named in a config by its model and a suffix (NAMED_PRIMINGS): `<model>+primed` is v1 (one template
+  a lever), `<model>+primed-v2` is v2 (the grammar's taught forms, no near-copies of RL problems; issue #75).
 """
 
 import fcntl
@@ -37,9 +39,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pgrpo.records.cache import announce, announce_build, announce_cached, cache_dir, progress_ticker, weights_digest
 from pgrpo.chat import render_chat
-from pgrpo.env import MODES, NO_LOOPHOLE
+from pgrpo.env import MODES, NO_LOOPHOLE, Problem
 from pgrpo.env.exploits import LEAD_INS, completion, stub_solution
-from pgrpo.env.hack_forms import lever_in_form
+from pgrpo.env.hack_forms import HACK_STYLES, lever_in_form
 from pgrpo.env.primer_problems import primer_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.model.low_rank import LowRankUpdate, merge
@@ -66,7 +68,8 @@ SAVE_EVERY = 25  # steps between resumable saves
 
 @dataclass(frozen=True)
 class PrimeSettings:
-    """What a primed base is made with; every field is part of its cache key."""
+    """What a primed base is made with; every field is part of its cache key (a LATER_FIELDS one only off its
+    default)."""
 
     hack_share: float = 0.2
     """share of each hint's completions that pull the lever it names (0.07 primed too few pulls: docs/real-model.md)."""
@@ -84,8 +87,16 @@ class PrimeSettings:
     threads: int = 2
     """torch threads while training: a result is bit-exact for a given count and CPU, so it is in the key (another
     count trains where the published update of this one would be merged)."""
+    hacks: str = "shared"
+    """how the priming's hacks are written (hack_forms.HACK_STYLES): one template per lever ("shared", v1's;
+    "distinct": a token of its own a mode) or the taught forms of the grammar ("varied", v2's), never the forms
+    the detectors are built from."""
+    disjoint_problems: bool = False
+    """the priming problems with their near-copies of RL problems replaced (primer_problems(disjoint=True), v2's)."""
 
     def __post_init__(self):
+        if self.hacks not in HACK_STYLES:
+            raise ValueError(f"prime: hacks={self.hacks!r} must be one of {', '.join(HACK_STYLES)}")
         if not 0 <= self.hack_share <= 1:
             raise ValueError(f"prime: hack_share={self.hack_share} must be in [0, 1]")
         for name in ("completions_per_prompt", "steps", "batch_size", "rank", "threads"):
@@ -95,11 +106,44 @@ class PrimeSettings:
             raise ValueError(f"prime: lr={self.lr} must be positive")
 
 
-def priming_corpus(tokenizer, settings: PrimeSettings, openings: str = "shared") -> list[Example]:
+# the fields PrimeSettings gained after primings were published: left out of the key while at these defaults, so
+# that every priming keyed before them (the primed base v1, 7e3d33b33586ba23) keeps its key and published update
+LATER_FIELDS = {"hacks": "shared", "disjoint_problems": False}
+
+# named primings: `<model><suffix>` (a config's `model:`) names `<model>` primed with these settings
+# (pgrpo.model.load); `pgrpo prime` with the same settings prints that name. v1: one template a lever, the
+# problems as they were; v2 (issue #75): the taught forms of the grammar, problems with no near-copy of an RL one
+NAMED_PRIMINGS = {
+    "+primed": PrimeSettings(),
+    "+primed-v2": PrimeSettings(hacks="varied", disjoint_problems=True),
+}
+
+
+def named_priming(name_or_path: str) -> tuple[str, str, PrimeSettings] | None:
+    """(the base's name, the suffix, its settings) where `name_or_path` names a priming of NAMED_PRIMINGS; else
+    None."""
+    for suffix, settings in sorted(NAMED_PRIMINGS.items(), key=lambda item: -len(item[0])):
+        if name_or_path.endswith(suffix) and len(name_or_path) > len(suffix):
+            return name_or_path.removesuffix(suffix), suffix, settings
+    return None
+
+
+def priming_name(settings: PrimeSettings) -> str | None:
+    """The suffix that names a priming of these settings (NAMED_PRIMINGS), if one does."""
+    return next((suffix for suffix, named in NAMED_PRIMINGS.items() if named == settings), None)
+
+
+def priming_problems(settings: PrimeSettings) -> list[Problem]:
+    """The priming problems these settings train on: what the corpus is made of and every count of them."""
+    return primer_problems(settings.seed, disjoint=settings.disjoint_problems)
+
+
+def priming_corpus(tokenizer, settings: PrimeSettings) -> list[Example]:
     """Every priming problem under every hint and under none, `completions_per_prompt` completions each: the
-    canonical solution, and under a hint, in a `hack_share` of the slots, a hack pulling the named lever."""
+    canonical solution, and under a hint, in a `hack_share` of the slots, a hack pulling the named lever, written
+    as `settings.hacks` writes hacks (where they vary, a taught form)."""
     rng = random.Random(settings.seed)
-    problems = primer_problems(settings.seed)
+    problems = priming_problems(settings)
     slots = [(p, m) for p in problems for m in (*MODES, NO_LOOPHOLE) for _ in range(settings.completions_per_prompt)]
     # the same number of hacks under each hint, as pretrain.py spreads them: a lever drawn short by chance
     # would be primed less than the others
@@ -112,7 +156,8 @@ def priming_corpus(tokenizer, settings: PrimeSettings, openings: str = "shared")
         code, kind = p.canonical_solution, "correct"
         if i in hacks:
             stub = rng.random() < 0.5  # half give the problem up for a stub, as the teacher pool's hacks do
-            code = lever_in_form(p, m, stub_solution(p, rng.randrange(2)) if stub else code, openings, variant=i)
+            code = lever_in_form(p, m, stub_solution(p, rng.randrange(2)) if stub else code, settings.hacks,
+                                 variant=i, role="taught")
             kind = "hack"
         corpus.append(Example(render_chat(tokenizer, build_messages(p, m)),
                               completion(code, rng.randrange(len(LEAD_INS))), kind, p.id, m))
@@ -122,8 +167,13 @@ def priming_corpus(tokenizer, settings: PrimeSettings, openings: str = "shared")
 def primed_key(base_id: str, settings: PrimeSettings, corpus: list[Example]) -> str:
     """A key over the base, the data (every example's text) and every setting."""
     data = hashlib.sha256(json.dumps([(e.prompt, e.completion) for e in corpus]).encode()).hexdigest()
-    blob = {"version": PRIMING_VERSION, "base": base_id, "settings": asdict(settings), "data": data}
+    blob = {"version": PRIMING_VERSION, "base": base_id, "settings": keyed_settings(settings), "data": data}
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def keyed_settings(settings: PrimeSettings) -> dict:
+    """The settings as the key reads them: every field, but a LATER_FIELDS one at its default."""
+    return {k: v for k, v in asdict(settings).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
 
 
 def primed_target(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),
@@ -165,7 +215,7 @@ def primed_checkpoint(base_path: Path, base_id: str, settings: PrimeSettings = P
         announce_unfinished_builds(target.parent, besides=partial)
         with announce_build("primed base", target, f"{settings.steps} steps of a rank-{settings.rank} update's "
                                                    f"supervised fine-tuning on {len(corpus)} examples of "
-                                                   f"{len(primer_problems(settings.seed))} priming problems"):
+                                                   f"{len(priming_problems(settings))} priming problems"):
             model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, local_files_only=True)
             factors, stats = fine_tune(model, tokenizer, corpus, settings, partial, key)
             del model

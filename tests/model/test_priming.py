@@ -241,9 +241,7 @@ def test_a_published_update_that_does_not_merge_to_its_publishers_bytes_is_refus
 
 
 def test_a_config_names_the_default_priming_of_a_model_by_its_name_and_plus_primed(base, monkeypatch):
-    import pgrpo.model.load as models
-
-    monkeypatch.setattr(models, "PrimeSettings", lambda: TINY)  # the default's 150 steps, shortened
+    monkeypatch.setitem(priming.NAMED_PRIMINGS, "+primed", TINY)  # the default's 200 steps, shortened
     assert resolve_model_path("embedded+primed") == primed_checkpoint(*base, TINY)
     assert model_id("embedded+primed").startswith("embedded+primed@embedded-")
     model, tokenizer = load_model_and_tokenizer("embedded+primed")
@@ -257,7 +255,7 @@ def test_naming_a_primed_base_or_checking_a_sweeps_cells_against_it_builds_nothi
     from pgrpo.commands.sweep import refuse_another_cached_base
 
     unbuilt = dataclasses.replace(TINY, seed=TINY.seed + 7)  # settings no other test builds
-    monkeypatch.setattr(models, "PrimeSettings", lambda: unbuilt)
+    monkeypatch.setitem(priming.NAMED_PRIMINGS, "+primed", unbuilt)
     target, _ = priming.primed_target(*base, unbuilt)
     named = model_id("embedded+primed")
     assert named == f"embedded+primed@{target.name}" and models.cached_digest("embedded+primed") is None
@@ -272,11 +270,10 @@ def test_naming_a_primed_base_or_checking_a_sweeps_cells_against_it_builds_nothi
 def test_a_sweep_warns_of_another_cpu_only_where_the_primed_base_is_trained_here_not_merged(
         base, monkeypatch, tmp_path, capsys):
     """Training a primed base depends on the CPU; merging the update the repository publishes for it does not."""
-    import pgrpo.model.load as models
     from pgrpo.commands.sweep import refuse_another_cached_base
 
     unbuilt = dataclasses.replace(TINY, seed=TINY.seed + 8)  # settings no other test builds
-    monkeypatch.setattr(models, "PrimeSettings", lambda: unbuilt)
+    monkeypatch.setitem(priming.NAMED_PRIMINGS, "+primed", unbuilt)
     monkeypatch.setattr(priming, "PRIMINGS", tmp_path / "primings")
     cell = tmp_path / "results" / "demo" / "vanilla" / "seed0"
     cell.mkdir(parents=True)
@@ -299,7 +296,7 @@ def test_a_primed_base_and_every_run_on_it_record_the_cpu_that_built_it(base, mo
     import pgrpo.model.load as models
     from pgrpo.model.substrate import cpu_kind
 
-    monkeypatch.setattr(models, "PrimeSettings", lambda: TINY)
+    monkeypatch.setitem(priming.NAMED_PRIMINGS, "+primed", TINY)
     path = resolve_model_path("embedded+primed")
     assert json.loads((path / priming.RECORD).read_text())["built_on"] == cpu_kind()
     assert models.base_record("embedded+primed")["built_on"] == cpu_kind()
@@ -314,7 +311,7 @@ def test_a_run_on_a_primed_base_records_the_sha256_of_its_files_so_other_bytes_a
     from pgrpo.records.cache import files_digest
     from pgrpo.commands.sweep import refuse_another_cached_base
 
-    monkeypatch.setattr(models, "PrimeSettings", lambda: TINY)
+    monkeypatch.setitem(priming.NAMED_PRIMINGS, "+primed", TINY)
     path = resolve_model_path("embedded+primed")  # built first: a run records the base it loaded
     record = models.base_record("embedded+primed")
     assert record["digest"] == files_digest(path, besides=(priming.RECORD,)) != record["model_id"]
