@@ -13,7 +13,7 @@ import yaml
 
 from pgrpo.model.adapter import merged_for_generation
 from pgrpo.chat import render_chat
-from pgrpo.env import GradeResult, Problem, grade_batch, load_problems
+from pgrpo.env import NO_LOOPHOLE, GradeResult, Problem, grade_batch, load_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.env.variants import VARIANTS
@@ -188,6 +188,7 @@ def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
 
 def _eval_problems(source: _Source, data: EvalData) -> tuple[list[Problem], dict]:
     """The problems to evaluate, with their fixed_name loophole modes, and which split they are."""
+    from pgrpo.env.heldout_problems import heldout_problems
     from pgrpo.hosts.lightning.data import held_out
 
     run = source.run_data
@@ -206,20 +207,24 @@ def _eval_problems(source: _Source, data: EvalData) -> tuple[list[Problem], dict
     problems = load_problems(path, modes=run_modes if own else modes)
     n_held = data.n_eval_prompts if data.n_eval_prompts is not None else (
         int(run.get("n_eval_prompts") or 0) if own else 0)
-    picked = held_out(problems, n_held) if n_held else problems
+    extra = own and data.n_eval_prompts is None and bool(run.get("extra_held_out"))  # data.extra_held_out
+    picked = held_out(problems, n_held) if n_held or extra else problems
     if modes != (run_modes if own else modes):
         problems = load_problems(path, modes=modes)
         by_id = {p.id: p for p in problems}
         picked = [by_id[p.id] for p in picked]
     picked = with_loopholes(picked, problems)
-    if n_held:
+    if extra:  # the run evaluated them beside its split, never trained on them (their own loopholes, as it had)
+        picked += heldout_problems("partition" if modes == NO_LOOPHOLE else modes)
+        split = f"held out ({n_held} of {len(problems)} and the {len(picked) - n_held} extra, as the run held them out)"
+    elif n_held:
         split = f"held out ({n_held} of {len(problems)}{', as the run held them out' if own else ''})"
     elif own:
         split = f"all {len(problems)} (the run held none out: every prompt was trained on)"
     else:
         split = f"all {len(problems)}"
     return picked, {"file": str(Path(path).resolve()) if path else "built-in", "modes": modes, "split": split,
-                    "trained_on": own and not n_held, "ids": [p.id for p in picked]}
+                    "trained_on": own and not n_held and not extra, "ids": [p.id for p in picked]}
 
 
 def describe(report: dict) -> str:

@@ -239,6 +239,24 @@ def test_other_fixed_name_modes_keep_the_split_the_run_held_out(tmp_path):
     assert len({p.mode for p in as_run}) == 6 and {p.mode for p in one_mode} == {"run_tests"}
 
 
+def test_a_runs_extra_held_out_problems_are_evaluated_beside_its_split_as_the_run_evaluated_them(tmp_path):
+    """A run with data.extra_held_out evaluated the 24 extra problems beside its split: so does its checkpoint's
+    pgrpo eval (the same problems as the data module's eval_problems), and none was trained on."""
+    from pgrpo.commands.eval import EvalData, _eval_problems, _Source
+    from pgrpo.hosts.lightning.data import GRPODataModule
+
+    for modes in ("partition", "none"):
+        run = {"n_eval_prompts": 6, "modes": modes, "extra_held_out": True}
+        source = _Source(None, None, None, {"kind": "checkpoint", "checkpoint": str(tmp_path / "last.ckpt")}, run,
+                         tmp_path / "eval.json")
+        picked, split = _eval_problems(source, EvalData())
+        data = GRPODataModule(modes=modes, n_eval_prompts=6, extra_held_out=True, mix_ratio=0.0, pool=None)
+        data.setup()
+        assert [p.id for p in picked] == [p.id for p in data.eval_problems] and len(picked) == 30
+        assert "and the 24 extra" in split["split"] and not split["trained_on"]
+        assert all(p.mode != "none" for p in picked)  # the fixed_name prompts need a loophole to show
+
+
 def test_a_strict_hack_with_no_lever_pulled_is_counted_apart_as_unattributed():
     problem = load_problems(modes="sentinel")[0]
     def grade(exploited: bool, attempted: bool) -> tuple[str, GradeResult]:
