@@ -4,7 +4,7 @@ import sys
 import time
 
 from pgrpo.env import load_problems
-from pgrpo.env.disjoint import cross_check, graded_pairs
+from pgrpo.env.disjoint import candidate_pairs, cross_check
 from pgrpo.env.heldout_problems import heldout_problems
 from pgrpo.env.primer_problems import primer_problems
 
@@ -29,7 +29,7 @@ def disjoint(seed: int = 0, primer_disjoint: bool = False, workers: int | None =
     for name, a, b in ((f"priming (seed {seed}{', disjoint' if primer_disjoint else ''}) x RL", primer, rl),
                        ("extra held-out x built-in", extra, builtin)):
         pairs = cross_check(a, b, workers=workers)
-        graded = graded_pairs(a, b) + graded_pairs(b, a)
+        graded = len(candidate_pairs(a, b)) + len(candidate_pairs(b, a))
         print(f"{name}: {len(a)} x {len(b)} problems, {graded} pairs graded both ways, {len(pairs)} near-copies")
         for pair in pairs:
             print(f"  {pair}")

@@ -13,7 +13,8 @@ import yaml
 
 from pgrpo.model.adapter import merged_for_generation
 from pgrpo.chat import render_chat
-from pgrpo.env import NO_LOOPHOLE, GradeResult, Problem, grade_batch, load_problems
+from pgrpo.env import GradeResult, Problem, grade_batch, load_problems
+from pgrpo.env.heldout_problems import evaluated_heldout_problems
 from pgrpo.env.prompts import build_messages
 from pgrpo.env.time_limits import FLOOR_S
 from pgrpo.env.variants import VARIANTS
@@ -188,7 +189,6 @@ def _load_source(ckpt_path: str, dtype: str | None, device: str) -> _Source:
 
 def _eval_problems(source: _Source, data: EvalData) -> tuple[list[Problem], dict]:
     """The problems to evaluate, with their fixed_name loophole modes, and which split they are."""
-    from pgrpo.env.heldout_problems import heldout_problems
     from pgrpo.hosts.lightning.data import held_out
 
     run = source.run_data
@@ -215,7 +215,7 @@ def _eval_problems(source: _Source, data: EvalData) -> tuple[list[Problem], dict
         picked = [by_id[p.id] for p in picked]
     picked = with_loopholes(picked, problems)
     if extra:  # the run evaluated them beside its split, never trained on them (their own loopholes, as it had)
-        picked += heldout_problems("partition" if modes == NO_LOOPHOLE else modes)
+        picked += evaluated_heldout_problems(modes)
         split = f"held out ({n_held} of {len(problems)} and the {len(picked) - n_held} extra, as the run held them out)"
     elif n_held:
         split = f"held out ({n_held} of {len(problems)}{', as the run held them out' if own else ''})"

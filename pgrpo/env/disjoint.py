@@ -40,7 +40,7 @@ def aliased(code: str, own: str, target: str) -> str:
 def near_copies(sources: Sequence[Problem], targets: Sequence[Problem], *,
                 workers: int | None = None) -> list[NearCopy]:
     """Every (source, target) whose source canonical solution passes all of target's tests (one direction)."""
-    pairs = [(s, t) for s in sources for t in targets if s.id != t.id and _may_pass(s, t)]
+    pairs = candidate_pairs(sources, targets)
     items = [(t, completion(aliased(s.canonical_solution, s.method, t.method)), NO_LOOPHOLE) for s, t in pairs]
     graded = grade_batch(items, workers=workers, detectors=False)
     return [NearCopy(s, t) for (s, t), g in zip(pairs, graded) if g.gt_correct]
@@ -51,9 +51,10 @@ def cross_check(a: Sequence[Problem], b: Sequence[Problem], *, workers: int | No
     return near_copies(a, b, workers=workers) + near_copies(b, a, workers=workers)
 
 
-def graded_pairs(sources: Sequence[Problem], targets: Sequence[Problem]) -> int:
-    """How many (source, target) pairs `near_copies` grades (the rest cannot pass)."""
-    return sum(s.id != t.id and _may_pass(s, t) for s in sources for t in targets)
+def candidate_pairs(sources: Sequence[Problem], targets: Sequence[Problem]) -> list[tuple[Problem, Problem]]:
+    """The (source, target) pairs `near_copies` grades: two problems, the tests calling with as many arguments as
+    the source's method takes (the rest cannot pass)."""
+    return [(s, t) for s in sources for t in targets if s.id != t.id and _may_pass(s, t)]
 
 
 def _may_pass(source: Problem, target: Problem) -> bool:

@@ -15,7 +15,7 @@ They are evaluated only, never trained on nor seen by V: the data module adds th
 
 from dataclasses import replace
 
-from pgrpo.env.problems import Problem, _builtin_problem, assign_modes
+from pgrpo.env.problems import NO_LOOPHOLE, Problem, _builtin_problem, assign_modes
 
 
 def _entry(pid: str, title: str, difficulty: str, statement: str, method: str, signature: str, body: str,
@@ -224,6 +224,13 @@ def heldout_problems(modes: str = "partition") -> list[Problem]:
     """The extra held-out problems as `Problem`s, their loophole modes assigned among themselves (`modes` as
     `load_problems` takes it; "partition" gives each of the six modes four problems)."""
     return assign_modes([_with_source(_builtin_problem(d)) for d in HELDOUT_PROBLEMS], modes)
+
+
+def evaluated_heldout_problems(run_modes: str) -> list[Problem]:
+    """The extra held-out problems as a run's end-of-run evaluation scores them: with the run's loopholes, and under
+    a run with none (data.modes none) with the "partition" ones, as `with_loopholes` gives its built-in held-out
+    problems (the fixed_name evaluation needs a lever to see whether one is pulled)."""
+    return heldout_problems("partition" if run_modes == NO_LOOPHOLE else run_modes)
 
 
 def _with_source(problem: Problem) -> Problem:

@@ -106,9 +106,9 @@ class PrimeSettings:
             raise ValueError(f"prime: lr={self.lr} must be positive")
 
 
-# the fields PrimeSettings gained after primings were published: left out of the key while at these defaults, so
+# the fields PrimeSettings gained after primings were published: left out of the key while at their defaults, so
 # that every priming keyed before them (the primed base v1, 7e3d33b33586ba23) keeps its key and published update
-LATER_FIELDS = {"hacks": "shared", "disjoint_problems": False}
+LATER_FIELDS = ("hacks", "disjoint_problems")
 
 # named primings: `<model><suffix>` (a config's `model:`) names `<model>` primed with these settings
 # (pgrpo.model.load); `pgrpo prime` with the same settings prints that name. v1: one template a lever, the
@@ -173,7 +173,8 @@ def primed_key(base_id: str, settings: PrimeSettings, corpus: list[Example]) -> 
 
 def keyed_settings(settings: PrimeSettings) -> dict:
     """The settings as the key reads them: every field, but a LATER_FIELDS one at its default."""
-    return {k: v for k, v in asdict(settings).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+    defaults = asdict(PrimeSettings())
+    return {k: v for k, v in asdict(settings).items() if k not in LATER_FIELDS or v != defaults[k]}
 
 
 def primed_target(base_path: Path, base_id: str, settings: PrimeSettings = PrimeSettings(),

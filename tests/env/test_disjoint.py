@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from pgrpo.env import load_problems
-from pgrpo.env.disjoint import aliased, cross_check, graded_pairs, near_copies
+from pgrpo.env.disjoint import aliased, candidate_pairs, cross_check, near_copies
 from pgrpo.env.heldout_problems import heldout_problems
 from pgrpo.env.primer_problems import NEAR_COPY_REPLACEMENTS, primer_problems
 
@@ -45,8 +45,8 @@ def test_the_target_method_is_an_alias_of_the_sources():
 
 def test_pairs_whose_calls_pass_another_number_of_arguments_are_not_graded():
     one_argument, two_arguments = by_id(load_problems(), "b02", "b07")  # maxValue(nums), countTarget(nums, t)
-    assert graded_pairs([one_argument], [two_arguments]) == graded_pairs([two_arguments], [one_argument]) == 0
-    assert graded_pairs([one_argument], [one_argument, two_arguments]) == 0  # nor a problem against itself
+    assert candidate_pairs([one_argument], [two_arguments]) == candidate_pairs([two_arguments], [one_argument]) == []
+    assert candidate_pairs([one_argument], [one_argument, two_arguments]) == []  # nor a problem against itself
     assert near_copies([one_argument], [two_arguments]) == []
 
 

@@ -25,7 +25,7 @@ from typing_extensions import override
 from pgrpo.records.cache import announce_build, announce_cached, cache_dir, duration
 from pgrpo.env import MODES, NO_LOOPHOLE, Problem, RewardConfig, clean_completion, load_problems
 from pgrpo.env.hack_forms import hack_in_form
-from pgrpo.env.heldout_problems import heldout_problems
+from pgrpo.env.heldout_problems import evaluated_heldout_problems
 from pgrpo.env.pool import TeacherPool, TeacherRow, build_pool
 from pgrpo.env.prompts import build_messages
 from pgrpo.chat import render_chat
@@ -180,9 +180,7 @@ class GRPODataModule(L.LightningDataModule):
         self.eval_problems = held_out(self.problems, self.n_eval_prompts)
         eval_ids = {p.id for p in self.eval_problems}
         if self.extra_held_out:
-            # under "none" they carry the "partition" loopholes among themselves, as with_loopholes gives the
-            # built-in held-out ones for the fixed_name evaluation (they are not in self.problems to look up)
-            self.eval_problems += heldout_problems("partition" if self.modes == NO_LOOPHOLE else self.modes)
+            self.eval_problems += evaluated_heldout_problems(self.modes)
         # V may see every problem but the held-out evaluation ones (else the deployment eval tests on its data)
         self.train_problems = [p for p in self.problems if p.id not in eval_ids]
         self.extraction_problems = self.train_problems
