@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from pgrpo.records.provenance import code_record, describe, installed_version
+from pgrpo.records.provenance import REPOSITORY, code_record, describe, installed_version
 
 
 def git(repo, *args: str) -> str:
@@ -46,3 +46,15 @@ def test_pgrpo_outside_the_root_of_a_checkout_names_its_installed_version(checko
     inner.mkdir(parents=True)
     assert code_record(inner) == {"version": installed_version()}
     assert describe({"version": "0.1.0"}) == "pgrpo 0.1.0 (not a git checkout)"
+
+
+def test_a_worktree_with_its_virtual_environment_linked_in_is_clean(checkout, tmp_path_factory):
+    # a sweep run from a worktree of its own commit, the main checkout's .venv linked in (a symlink, not a directory):
+    # the repository's .gitignore must ignore the link as it ignores the directory, or every kept cell reads dirty
+    (checkout / ".gitignore").write_text((REPOSITORY / ".gitignore").read_text())
+    git(checkout, "add", ".gitignore")
+    git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ignore")
+    elsewhere = tmp_path_factory.mktemp("venv")
+    (checkout / ".venv").symlink_to(elsewhere, target_is_directory=True)
+    (checkout / ".venv-vllm").symlink_to(elsewhere, target_is_directory=True)
+    assert code_record(checkout)["changed"] == []
