@@ -90,7 +90,8 @@ bench: setup
 
 # PGRPO_REQUIRE_VLLM turns the tests' skip-without-vLLM into a failure: here vLLM must be there
 test-vllm: setup-vllm
-	PGRPO_REQUIRE_VLLM=1 $(VBIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup tests/step/test_vllm_engine.py
+	PGRPO_REQUIRE_VLLM=1 $(VBIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup tests/step/test_vllm_engine.py \
+		tests/benchmarks/test_sampling.py
 
 # the docs extra goes into the project's venv (its torch set up first, so pip does not pull a CUDA build).
 # NO_MKDOCS_2_WARNING: the material theme prints an end-of-life banner on every build; it is not a build warning

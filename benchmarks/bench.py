@@ -30,14 +30,14 @@ from pgrpo.model.adapter import merged_for_generation
 from pgrpo.directions.basis import ExtractionConfig, completion_grads, contrastive_pairs
 from pgrpo.records.cache import cache_dir
 from pgrpo.hosts.lightning.data import GRPODataModule, StepBatches
-from pgrpo.step.batch import PromptGroup
+from pgrpo.step.batch import PromptGroup, Samples
 from pgrpo.env import grade_batch, load_problems
 from pgrpo.env.benchmark import benchmark_grading
 from pgrpo.env.prompts import build_messages
 from pgrpo.step.loss import LossConfig, group_advantages, grpo_loss, token_logprobs
 from pgrpo.chat import render_chat
 from pgrpo.model.load import load_model_and_tokenizer, load_tokenizer, resolve_model_path
-from pgrpo.step.generation import GenerationConfig, build_sampler
+from pgrpo.step.generation import GenerationConfig, Sampler, build_sampler
 from pgrpo.hosts.lightning.module import ProjectedGRPO
 from pgrpo.interventions.erase import Erase
 from pgrpo.interventions.route import Route
@@ -372,29 +372,56 @@ def bare_forward_backward(base, packed: Packed) -> None:
 def vllm_figures(model: str, prompts: int, group: int, new_tokens: int, repeats: int) -> dict:
     """The student's generation, one step's prompts and group, through vLLM and through HF generate."""
     module, groups = _module_and_batch(model, None, max_new_tokens=new_tokens)
-    groups = [replace(g, n_student=group) for g in groups[:prompts]]
-    tokens = {}
-    samplers = {backend: build_sampler(module.policy, module.adapter, module.tokenizer,
-                                       replace(module.generation, backend=backend), module.sampler.grading,
-                                       model=model, dtype=module.hparams.dtype) for backend in ("hf", "vllm")}
-
-    def generate(backend: str) -> Callable[[], None]:
-        def run() -> None:
-            samples = samplers[backend].sample(groups)
-            samples.grading.close()
-            tokens[backend] = sum(map(len, samples.completions))
-        return run
-
-    start = time.perf_counter()
-    samplers["vllm"].engine()
-    startup = time.perf_counter() - start
-    seconds = time_alternating({"hf": generate("hf"), "vllm": generate("vllm")}, repeats)
+    samplers, startup = backend_samplers(module)
+    timed = sample_side_by_side(samplers, [replace(g, n_student=group) for g in groups[:prompts]], repeats)
     return {
-        "vllm_over_hf_generate_tokens_per_s": (tokens["vllm"] / seconds["vllm"]) / (tokens["hf"] / seconds["hf"]),
-        "vllm_generate_tokens_per_s": tokens["vllm"] / seconds["vllm"],
-        "hf_generate_tokens_per_s": tokens["hf"] / seconds["hf"],
+        "vllm_over_hf_generate_tokens_per_s": timed["vllm"].tokens_per_s / timed["hf"].tokens_per_s,
+        "vllm_generate_tokens_per_s": timed["vllm"].tokens_per_s,
+        "hf_generate_tokens_per_s": timed["hf"].tokens_per_s,
         "vllm_engine_startup_s": startup,
     }
+
+
+def backend_samplers(module: ProjectedGRPO) -> tuple[dict[str, Sampler], float]:
+    """The module's policy sampled by HF generate and by a vLLM engine (started here: its seconds returned)."""
+    hp = module.hparams
+    samplers = {backend: build_sampler(module.policy, module.adapter, module.tokenizer,
+                                       replace(module.generation, backend=backend), module.sampler.grading,
+                                       model=hp.model, dtype=hp.dtype) for backend in ("hf", "vllm")}
+    start = time.perf_counter()
+    samplers["vllm"].engine()
+    return samplers, time.perf_counter() - start
+
+
+@dataclass
+class Sampled:
+    """One backend's calls on one batch of groups: the median call's seconds, tokens per call, every call's samples."""
+    seconds: float
+    tokens: int
+    samples: list[Samples]
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+def sample_side_by_side(samplers: Mapping[str, Sampler], groups: list[PromptGroup], repeats: int,
+                        warmup: bool = True) -> dict[str, Sampled]:
+    """Each sampler's call on the same groups, alternating (time_alternating); the samples kept for grading."""
+    samples: dict[str, list[Samples]] = {name: [] for name in samplers}
+
+    def call(name: str) -> Callable[[], None]:
+        def run() -> None:
+            drawn = samplers[name].sample(groups)
+            if drawn.grading is not None:  # grades started while sampling: not what is timed, and not needed
+                drawn.grading.close()
+                drawn.grading = None
+            samples[name].append(drawn)
+        return run
+
+    seconds = time_alternating({name: call(name) for name in samplers}, repeats, warmup)
+    return {name: Sampled(seconds[name], sum(map(len, samples[name][-1].completions)), samples[name])
+            for name in samplers}
 
 
 # -- one backward, generation, extraction -----------------------------------------------------------------------

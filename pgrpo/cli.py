@@ -21,6 +21,7 @@ TOOLS = {
     "report": "pgrpo.commands.report:report", "build-base": "pgrpo.commands.build_base:build_base",
     "export": "pgrpo.commands.export:export", "eval": "pgrpo.commands.eval:eval_checkpoint",
     "transfer": "pgrpo.commands.transfer:transfer", "bench": "benchmarks.bench:bench",
+    "bench-sampling": "benchmarks.sampling:sampling",
     "prime": "pgrpo.commands.prime:prime", "measure-v": "pgrpo.commands.measure_v:measure_v",
     "disjoint": "pgrpo.commands.disjoint:disjoint",
 }
