@@ -13,6 +13,7 @@ from the weights they should, and a resumed run's first step pushes its restored
 import logging
 import os
 import random
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -51,8 +52,10 @@ class VLLMEngine:
         # depend on when the engine started (a resumed run starts it steps later than an uninterrupted one)
         python_rng, numpy_rng = random.getstate(), np.random.get_state()
         cuda = list(range(torch.cuda.device_count()))
+        self._view = weights_view(model_dir)  # kept while the engine lives: vLLM may read the files again
         with torch.random.fork_rng(devices=cuda):
-            self.llm = self._start(vllm, model_dir, dtype, seed, kv_cache_gib, max_model_len)
+            self.llm = self._start(vllm, Path(self._view.name) if self._view else model_dir, dtype, seed,
+                                   kv_cache_gib, max_model_len)
         random.setstate(python_rng)
         np.random.set_state(numpy_rng)
         torch.set_num_threads(threads)
@@ -122,6 +125,29 @@ class VLLMEngine:
                 completions.append(tokens or [eos_id])
                 logprobs.append([step[t].logprob for step, t in zip(sample.logprobs, tokens)])
         return completions, clipped, logprobs
+
+
+def weights_view(model_dir: Path) -> tempfile.TemporaryDirectory | None:
+    """A directory of links to `model_dir`'s files less the safetensors files that are not its weights, where it
+    holds any; else None (vLLM reads `model_dir` itself).
+
+    transformers reads a checkpoint's weights from model.safetensors (or the shards its index names); vLLM, given
+    a local directory with no index, reads every top-level *.safetensors file as a shard of them, and refuses one
+    that holds other tensors (a primed base keeps its low-rank update, update.safetensors, beside its merged
+    weights). The view shows vLLM the checkpoint transformers loads, and leaves the directory, whose files are
+    the base's digest, as it is.
+    """
+    weights = model_dir / "model.safetensors"
+    if (model_dir / "model.safetensors.index.json").is_file() or not weights.is_file():
+        return None  # sharded: vLLM keeps to the index's shards itself
+    foreign = {f.name for f in model_dir.glob("*.safetensors")} - {weights.name}
+    if not foreign:
+        return None
+    view = tempfile.TemporaryDirectory(prefix="pgrpo-vllm-weights-")
+    for f in model_dir.iterdir():
+        if f.name not in foreign:
+            (Path(view.name) / f.name).symlink_to(f.resolve())
+    return view
 
 
 def _free_share() -> float:

@@ -7,6 +7,7 @@ and skips them, which is not a pass: `make test-vllm` sets PGRPO_REQUIRE_VLLM, u
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -188,3 +189,35 @@ def test_vllm_loads_the_exported_deployed_model_and_scores_its_samples_as_transf
             logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
         own = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
         torch.testing.assert_close(torch.tensor(sampled), own, atol=1e-3, rtol=0)
+
+
+_START_ENGINE = """
+import sys
+from pathlib import Path
+from pgrpo.step.vllm_engine import VLLMEngine
+VLLMEngine(Path(sys.argv[1]), "float32", seed=0, kv_cache_gib=0.25, max_model_len=None)
+print("started")
+"""
+
+
+def test_vllm_starts_on_a_checkpoint_that_keeps_other_tensors_beside_its_weights(tmp_path):
+    # a primed base keeps its low-rank update (update.safetensors) beside its merged model.safetensors; vLLM read
+    # every top-level *.safetensors as a shard of the weights and refused the update's tensors
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from pgrpo.model.load import resolve_model_path
+    from pgrpo.step.vllm_engine import weights_view
+
+    base = tmp_path / "primed"
+    shutil.copytree(resolve_model_path("embedded"), base)
+    save_file({"layers.0.mlp.down_proj.lora_a": torch.zeros(2, 2)}, base / "update.safetensors")
+    view = weights_view(base)
+    assert view is not None and not (Path(view.name) / "update.safetensors").exists()
+    assert sorted(f.name for f in Path(view.name).iterdir()) == sorted(f.name for f in base.iterdir()
+                                                                        if f.name != "update.safetensors")
+    assert weights_view(resolve_model_path("embedded")) is None  # nothing to leave out: vLLM reads it as it is
+    proc = subprocess.run([sys.executable, "-c", _START_ENGINE, str(base)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "started" in proc.stdout, proc.stderr[-3000:]
