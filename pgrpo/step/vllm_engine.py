@@ -78,6 +78,11 @@ class VLLMEngine:
             # the model's generation_config would add its other end tokens (Qwen3's <|endoftext|>) as stops;
             # pgrpo stops at the tokenizer's EOS alone, as HF generate does here
             generation_config="vllm",
+            # every prompt prefilled whole: a prompt split over two scheduler steps has the token sampled at the
+            # end of its first part discarded, and vLLM rewinds the request's seeded generator by an offset,
+            # which a CPU generator does not have ("CPU Generator does not use offset": a call of more prompt
+            # tokens than one step's budget, as the end-of-run evaluation's 16 problems x 8 samples, died)
+            enable_chunked_prefill=False,
             # on a GPU vLLM refuses to start unless this share of the device is free; the trainer already holds
             # the base, U and Vh, so ask for what is free now (the KV cache is sized by kv_cache_memory_bytes)
             **({"gpu_memory_utilization": 0.95 * _free_share()} if torch.cuda.is_available() else {}),

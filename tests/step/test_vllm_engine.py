@@ -109,6 +109,19 @@ def test_the_same_torch_seed_gives_the_same_vllm_samples(grpo):
 
 
 @one_engine
+def test_a_call_of_more_prompt_tokens_than_one_scheduler_step_samples_every_row(grpo):
+    # 16 prompts x 8 samples x 200 tokens, as an end-of-run evaluation call: more than vLLM's 4096-token step, so a
+    # prompt split over two steps had its seeded CPU generator rewound ("CPU Generator does not use offset")
+    from pgrpo.step.rollout import SamplingConfig
+
+    vocab = len(grpo.tokenizer)
+    prompts = [[(7 * i + j) % (vocab - 8) + 4 for j in range(200)] for i in range(16)]
+    completions, clipped, _ = grpo.sampler.engine().sample(prompts, 8, SamplingConfig(max_new_tokens=2),
+                                                            grpo.tokenizer.eos_token_id)
+    assert len(completions) == len(clipped) == 16 * 8
+
+
+@one_engine
 def test_vllm_and_hf_sample_the_same_distribution(grpo, monkeypatch):
     """Many samples of one prompt from each backend: the mean trainer logprob per token agrees within noise,
     while HF at half the temperature (a different distribution) is far off: the comparison can tell."""
