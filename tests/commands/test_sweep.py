@@ -703,8 +703,9 @@ def test_a_shipped_plans_kept_cells_are_recognised_as_finished(plan, tmp_path, m
     monkeypatch.chdir(REPO)  # the recorded arguments name configs/ and logs/ as the sweep gave them: relative
     seeds, stages = sweep_mod.read_plan(str(plan))
     root = Path(raw.get("logs", "logs")) / raw["name"]
+    # as the sweep plans them: a yoked placebo reads its method's run in the results store, named relative to the root
     stage_cells = sweep_mod.cells_of(stages, seeds, root, Path(raw.get("configs", "configs")),
-                                     raw.get("overrides", []))
+                                     raw.get("overrides", []), Path(raw["results"]) / raw["name"])
     planned = sweep_mod.arguments_by_cell(stage_cells, root)
 
     def no_run(argv, log, threads=None):
